@@ -1,0 +1,44 @@
+# Everyday entry points. Every target installs into $(VENV) first; the stamp file makes a second
+# run reuse the venv until pyproject.toml changes.
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BOOTSTRAP_PYTHON := $(shell command -v python3.11 2>/dev/null || command -v python3)
+
+.PHONY: install run test lint bench reliability clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(BOOTSTRAP_PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+run: install
+	$(VENV)/bin/signoff migrate
+	$(VENV)/bin/signoff serve --config app.yaml
+
+# pytest exits 5 when it collects nothing; make fails on it like on any other non-zero status.
+test: install
+	$(PY) -m pytest -q
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy --strict engine bot cards
+
+# Each benchmark's defaults finish in a few minutes. No benchmark at all is a failure, not a pass.
+bench: install
+	@set -e; found=0; \
+	for script in bench/*.py; do \
+		[ -e "$$script" ] || continue; \
+		found=1; echo "== $$script"; $(PY) "$$script"; \
+	done; \
+	if [ "$$found" = 0 ]; then echo "no benchmarks in bench/" >&2; exit 1; fi
+
+reliability: install
+	SIGNOFF_RELIABILITY_FULL=1 $(PY) -m pytest tests/reliability
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -1,0 +1,58 @@
+"""Request bodies: parsed, validated against the route's JSON Schema, errors named by path."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+from jsonschema import Draft202012Validator
+
+from bot.api.routing import route_of
+from engine.errors import InvalidRequest
+
+_VALIDATORS: dict[int, Draft202012Validator] = {}
+
+
+async def read_body(request: web.Request) -> dict[str, Any]:
+    """The JSON object in the body, valid against the route's schema (an empty body is ``{}``)."""
+    raw = await request.read()
+    if not raw.strip():
+        body: Any = {}
+    else:
+        try:
+            body = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise InvalidRequest(f"the body is not valid JSON: {exc}") from exc
+    if not isinstance(body, dict):
+        raise InvalidRequest("the body must be a JSON object")
+    route = route_of(request)
+    if route is not None and route.body is not None:
+        validator = _VALIDATORS.get(id(route.body))
+        if validator is None:
+            validator = _VALIDATORS[id(route.body)] = Draft202012Validator(route.body)
+        problems = sorted(validator.iter_errors(body), key=lambda err: list(err.absolute_path))
+        if problems:
+            lines = [f"{_path(err.absolute_path)}: {err.message}" for err in problems[:10]]
+            raise InvalidRequest("; ".join(lines), problems=lines)
+    return body
+
+
+def _path(parts: Any) -> str:
+    out = "body"
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def query_int(request: web.Request, name: str, default: int, lo: int, hi: int) -> int:
+    raw = request.query.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidRequest(f"query.{name}: must be a whole number, got {raw!r}") from None
+    if not lo <= value <= hi:
+        raise InvalidRequest(f"query.{name}: must be {lo}..{hi}, got {value}")
+    return value

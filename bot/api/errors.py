@@ -1,0 +1,79 @@
+"""One place maps every error to an HTTP status and an ``error`` code: ``{error, message}``."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from aiohttp import web
+
+from bot.api.routing import Handler
+from engine import errors as e
+
+log = logging.getLogger(__name__)
+
+STATUS: list[tuple[type[e.SignoffError], int]] = [
+    (e.ConfigError, 400),
+    (e.InvalidRequest, 400),
+    (e.Unauthorized, 401),
+    (e.Forbidden, 403),
+    (e.NotFound, 404),
+    (e.AlreadyDecided, 409),
+    (e.Conflict, 409),
+    (e.Gone, 410),
+    (e.NondeterminismError, 500),
+    (e.StepError, 502),
+    (e.StoreError, 503),
+]
+
+
+def status_for(exc: e.SignoffError) -> int:
+    for kind, status in STATUS:
+        if isinstance(exc, kind):
+            return status
+    return 500
+
+
+def error_response(
+    http_status: int, code: str, message: str, **extra: object
+) -> web.Response:
+    body = {"error": code, "message": message, **{k: v for k, v in extra.items() if v is not None}}
+    return web.json_response(body, status=http_status)
+
+
+@web.middleware
+async def error_middleware(
+    request: web.Request,
+    handler: Handler,
+) -> web.StreamResponse:
+    try:
+        response: web.StreamResponse = await handler(request)
+        return response
+    except e.SignoffError as exc:
+        status = status_for(exc)
+        if status >= 500:
+            log.error("%s %s: %s", request.method, request.path, exc.message)
+        extra: dict[str, object] = {
+            k: v for k, v in exc.fields.items() if isinstance(v, str | int | float | list)
+        }
+        if isinstance(exc, e.ConfigError):
+            extra["problems"] = exc.problems
+        if isinstance(exc, e.AlreadyDecided):
+            extra["status"] = exc.current
+            extra["decidedBy"] = exc.decided_by
+        extra.pop("request_id", None)
+        extra.pop("run_id", None)
+        extra.pop("decided_by", None)
+        return error_response(status, exc.code, exc.message, **extra)
+    except web.HTTPException as exc:
+        if exc.status < 400 or exc.content_type == "application/json":
+            raise
+        code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(
+            exc.status, "http_error"
+        )
+        return error_response(exc.status, code, exc.reason)
+    except json.JSONDecodeError as exc:
+        return error_response(400, "invalid_json", f"the body is not valid JSON: {exc}")
+    except Exception:
+        log.exception("unhandled error on %s %s", request.method, request.path)
+        return error_response(500, "internal", "internal error")

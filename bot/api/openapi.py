@@ -1,0 +1,74 @@
+"""``GET /openapi.json``, generated from the route table (it cannot drift from the routes)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from aiohttp import web
+
+from bot.api.routing import ROUTES, Route, RouteTable
+
+routes = RouteTable("meta")
+
+ERROR_SCHEMA = {
+    "type": "object",
+    "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
+    "required": ["error", "message"],
+}
+
+
+def document(all_routes: list[Route]) -> dict[str, Any]:
+    paths: dict[str, dict[str, Any]] = {}
+    for route in all_routes:
+        op: dict[str, Any] = {
+            "summary": route.summary,
+            "operationId": f"{route.method.lower()}_{route.handler.__name__}",
+            "tags": [route.tag],
+            "responses": {
+                str(code): _response(code, text) for code, text in sorted(route.responses.items())
+            },
+        }
+        params = [
+            {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+            for name in re.findall(r"{(\w+)}", route.path)
+        ]
+        params += [
+            {"name": name, "in": "query", "required": False, "schema": schema}
+            for name, schema in route.query.items()
+        ]
+        if params:
+            op["parameters"] = params
+        if route.body is not None:
+            op["requestBody"] = {
+                "required": True,
+                "content": {"application/json": {"schema": route.body}},
+            }
+        if route.roles is not None:
+            op["security"] = [{"bearer": []}]
+        paths.setdefault(route.path, {})[route.method.lower()] = op
+    return {
+        "openapi": "3.0.3",
+        "info": {
+            "title": "Signoff",
+            "version": "1",
+            "description": "Human approval for AI agents and workflows.",
+        },
+        "paths": paths,
+        "components": {
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+            "schemas": {"Error": ERROR_SCHEMA},
+        },
+    }
+
+
+def _response(code: int, text: str) -> dict[str, Any]:
+    schema: dict[str, Any] = (
+        {"$ref": "#/components/schemas/Error"} if code >= 400 else {"type": "object"}
+    )
+    return {"description": text, "content": {"application/json": {"schema": schema}}}
+
+
+@routes.get("/openapi.json", summary="This document", roles=None, responses={200: "OpenAPI 3"})
+async def openapi(request: web.Request) -> web.Response:
+    return web.json_response(document(list(request.app[ROUTES].values())))

@@ -1,0 +1,347 @@
+"""Runs, their journal, the takeover API (the seed paths), workflows and the demo ledger."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from bot.api.auth import principal
+from bot.api.bodies import query_int, read_body
+from bot.api.routing import NOTES, STR, RouteTable, obj
+from bot.api.views import journal_json, run_json, takeover_json
+from bot.keys import CONFIG, ENGINE
+from engine.errors import NotFound
+from engine.model import Role, RunStatus, TakeoverRequest
+from engine.runtime import Engine
+
+routes = RouteTable("runs")
+ANY = (Role.AGENT, Role.APPROVER)
+DECIDERS = (Role.APPROVER,)
+ADMIN = (Role.ADMIN,)
+
+_RUN_RESPONSES = {401: "no or bad token", 403: "wrong role", 404: "no such run"}
+
+
+def _engine(request: web.Request) -> Engine:
+    return request.app[ENGINE]
+
+
+def _public_url(request: web.Request) -> str:
+    return request.app[CONFIG].server.public_url
+
+
+@routes.post(
+    "/v1/runs",
+    summary="Start a run of a workflow (the same idempotencyKey returns the same run)",
+    roles=(Role.AGENT,),
+    body=obj(
+        {
+            "workflow": {"type": "string", "minLength": 1, "maxLength": 200},
+            "input": {"type": "object"},
+            "idempotencyKey": {"type": "string", "minLength": 1, "maxLength": 200},
+            "agent": {"type": "string", "maxLength": 200},
+        },
+        ("workflow",),
+    ),
+    responses={
+        201: "run created",
+        200: "existing run for this idempotency key",
+        400: "bad body",
+        401: "no or bad token",
+        403: "wrong role",
+        404: "no such workflow",
+    },
+)
+async def start_run(request: web.Request) -> web.Response:
+    body = await read_body(request)
+    run, created = await _engine(request).start_run(
+        body["workflow"],
+        body.get("input", {}),
+        principal(request),
+        idempotency_key=body.get("idempotencyKey"),
+        agent=body.get("agent"),
+    )
+    return web.json_response(run_json(run), status=201 if created else 200)
+
+
+@routes.get(
+    "/v1/runs",
+    summary="List runs, newest first",
+    roles=ANY,
+    query={
+        "status": {"type": "string", "enum": [s.value for s in RunStatus]},
+        "workflow": STR,
+        "limit": {"type": "integer", "minimum": 1, "maximum": 1000},
+    },
+    responses={200: "runs", 400: "bad query", 401: "no or bad token"},
+)
+async def list_runs(request: web.Request) -> web.Response:
+    status_raw = request.query.get("status")
+    status = None
+    if status_raw is not None:
+        try:
+            status = RunStatus(status_raw)
+        except ValueError:
+            from engine.errors import InvalidRequest
+
+            raise InvalidRequest(
+                f"query.status: must be one of {', '.join(s.value for s in RunStatus)}"
+            ) from None
+    runs = await _engine(request).store.list_runs(
+        status=status,
+        workflow=request.query.get("workflow"),
+        limit=query_int(request, "limit", 100, 1, 1000),
+    )
+    return web.json_response({"runs": [run_json(r) for r in runs]})
+
+
+@routes.get("/v1/runs/{id}", summary="One run", roles=ANY, responses={200: "run", **_RUN_RESPONSES})
+async def get_run(request: web.Request) -> web.Response:
+    run = await _engine(request).store.get_run(request.match_info["id"])
+    return web.json_response(run_json(run))
+
+
+@routes.get(
+    "/v1/runs/{id}/journal",
+    summary="The run's journal, in order",
+    roles=ANY,
+    responses={200: "journal", **_RUN_RESPONSES},
+)
+async def get_journal(request: web.Request) -> web.Response:
+    engine = _engine(request)
+    run = await engine.store.get_run(request.match_info["id"])
+    entries = await engine.store.journal(run.id)
+    return web.json_response({"runId": run.id, "events": [journal_json(e) for e in entries]})
+
+
+@routes.post(
+    "/v1/runs/{id}/cancel",
+    summary="Cancel a run, its open takeover requests and its unfinished child runs",
+    roles=ADMIN,
+    responses={200: "cancelled", 409: "the run has already ended", **_RUN_RESPONSES},
+)
+async def cancel_run(request: web.Request) -> web.Response:
+    engine = _engine(request)
+    await engine.approvals.cancel_run(request.match_info["id"], principal(request))
+    run = await engine.store.get_run(request.match_info["id"])
+    return web.json_response(run_json(run))
+
+
+# -- the takeover API ------------------------------------------------------------------------
+
+_TK_RESPONSES = {
+    400: "bad body",
+    401: "no or bad token",
+    403: "not allowed to decide this request",
+    404: "no such run or request",
+    409: "already decided (status says what happened)",
+}
+
+
+async def _request_of_run(request: web.Request) -> TakeoverRequest:
+    found = await _engine(request).store.get_takeover(request.match_info["tkId"])
+    if found.run_id != request.match_info["id"]:
+        raise NotFound("no such takeover request on this run")
+    return found
+
+
+def _tk(request: web.Request, found: TakeoverRequest, status: int = 200) -> web.Response:
+    return web.json_response(takeover_json(found, _public_url(request)), status=status)
+
+
+@routes.post(
+    "/v1/runs/{id}/takeover/request",
+    summary="Take over a queued or running run: it parks before stepId (or its next step)",
+    roles=DECIDERS,
+    body=obj(
+        {
+            "reason": {"type": "string", "minLength": 1, "maxLength": 2000},
+            "stepId": STR,
+            "timeoutMinutes": {"type": "integer", "minimum": 1, "maximum": 1440},
+            "channels": {"type": "array", "items": STR, "maxItems": 20},
+            "approvers": {"type": "array", "items": STR, "maxItems": 100},
+        },
+        ("reason",),
+    ),
+    responses={201: "request created", **_TK_RESPONSES},
+)
+async def request_takeover(request: web.Request) -> web.Response:
+    body = await read_body(request)
+    engine = _engine(request)
+    created = await engine.approvals.request(
+        request.match_info["id"],
+        principal(request),
+        reason=body["reason"],
+        step_id=body.get("stepId"),
+        timeout_minutes=body.get("timeoutMinutes", 30),
+        channels=body.get("channels", ()),
+        approvers=engine.config.expand_people(body.get("approvers", ())),
+    )
+    return _tk(request, created, 201)
+
+
+@routes.get(
+    "/v1/runs/{id}/takeover",
+    summary="The run's takeover requests",
+    roles=ANY,
+    responses={200: "requests", **_RUN_RESPONSES},
+)
+async def list_takeovers(request: web.Request) -> web.Response:
+    engine = _engine(request)
+    run = await engine.store.get_run(request.match_info["id"])
+    found = await engine.store.list_takeovers(run_id=run.id)
+    public = _public_url(request)
+    return web.json_response({"requests": [takeover_json(r, public) for r in found]})
+
+
+@routes.post(
+    "/v1/runs/{id}/takeover/{tkId}/grant",
+    summary="Grant (approve or take over); release: true also hands the run back",
+    roles=DECIDERS,
+    body=obj(
+        {
+            "notes": NOTES,
+            "sdpOffer": {"type": "string", "maxLength": 65536},
+            "release": {"type": "boolean"},
+        }
+    ),
+    responses={200: "granted", **_TK_RESPONSES},
+)
+async def grant(request: web.Request) -> web.Response:
+    body = await read_body(request)
+    found = await _request_of_run(request)
+    after = await _engine(request).approvals.grant(
+        found.id,
+        principal(request),
+        notes=body.get("notes"),
+        sdp_offer=body.get("sdpOffer"),
+        release=bool(body.get("release", False)),
+    )
+    return _tk(request, after)
+
+
+@routes.post(
+    "/v1/runs/{id}/takeover/{tkId}/deny",
+    summary="Deny: the run follows onDeny, or the step and the run fail",
+    roles=DECIDERS,
+    body=obj({"notes": NOTES}),
+    responses={200: "denied", **_TK_RESPONSES},
+)
+async def deny(request: web.Request) -> web.Response:
+    body = await read_body(request)
+    found = await _request_of_run(request)
+    after = await _engine(request).approvals.deny(
+        found.id, principal(request), notes=body.get("notes")
+    )
+    return _tk(request, after)
+
+
+@routes.post(
+    "/v1/runs/{id}/takeover/{tkId}/answer",
+    summary="Store the browser's SDP answer for a live takeover session",
+    roles=DECIDERS,
+    body=obj({"sdpAnswer": {"type": "string", "minLength": 1, "maxLength": 65536}}, ("sdpAnswer",)),
+    responses={200: "stored", **_TK_RESPONSES},
+)
+async def answer(request: web.Request) -> web.Response:
+    body = await read_body(request)
+    found = await _request_of_run(request)
+    after = await _engine(request).approvals.answer(found.id, principal(request), body["sdpAnswer"])
+    return _tk(request, after)
+
+
+@routes.post(
+    "/v1/runs/{id}/takeover/{tkId}/release",
+    summary="Release a granted request: the run is re-queued and resumes at the approval",
+    roles=DECIDERS,
+    body=obj({}),
+    responses={200: "released", **_TK_RESPONSES},
+)
+async def release(request: web.Request) -> web.Response:
+    await read_body(request)
+    found = await _request_of_run(request)
+    after = await _engine(request).approvals.release(found.id, principal(request))
+    return _tk(request, after)
+
+
+# -- workflows and the ledger ----------------------------------------------------------------
+
+
+@routes.post(
+    "/v1/workflows",
+    summary="Store a workflow ({name, nodes}); every replica sees it",
+    roles=ADMIN,
+    body=obj({"name": STR, "nodes": {"type": "array"}}, ("name", "nodes")),
+    responses={
+        201: "created",
+        200: "replaced",
+        400: "invalid workflow (problems lists each)",
+        401: "no or bad token",
+        403: "wrong role",
+        409: "name used by app.yaml",
+    },
+)
+async def put_workflow(request: web.Request) -> web.Response:
+    body = await read_body(request)
+    engine = _engine(request)
+    name = body["name"]
+    if name in engine.config.workflows:
+        from engine.errors import Conflict
+
+        raise Conflict(f"workflow {name!r} is defined in app.yaml and cannot be replaced")
+    stored = await engine.store.stored_workflows()
+    engine.config.validate_workflow(name, body, "", known_workflows=[*stored, name])
+    created = await engine.store.put_workflow(
+        name, {"name": name, "nodes": body["nodes"]}, principal(request).name, engine.clock.now()
+    )
+    return web.json_response({"name": name, "nodes": body["nodes"]}, status=201 if created else 200)
+
+
+@routes.get(
+    "/v1/workflows",
+    summary="Every workflow",
+    roles=ANY,
+    responses={200: "workflows", 401: "no or bad token"},
+)
+async def list_workflows(request: web.Request) -> web.Response:
+    engine = _engine(request)
+    workflows = await engine.workflows.all()
+    stored = await engine.store.stored_workflows()
+    out: list[dict[str, Any]] = [
+        {
+            "name": wf.name,
+            "source": "app.yaml" if name in engine.config.workflows else "api",
+            "nodes": [{"id": n.id, "type": n.type.value} for n in wf.nodes],
+            **({"definition": stored[name]} if name in stored else {}),
+        }
+        for name, wf in sorted(workflows.items())
+    ]
+    return web.json_response({"workflows": out})
+
+
+@routes.get(
+    "/v1/ledger",
+    summary="The demo ledger: every demo-ledger call (action, args, idempotency key, time)",
+    roles=ADMIN,
+    query={"runId": STR, "limit": {"type": "integer", "minimum": 1, "maximum": 10000}},
+    responses={200: "entries", 401: "no or bad token", 403: "wrong role"},
+)
+async def ledger(request: web.Request) -> web.Response:
+    rows = await _engine(request).store.ledger(
+        run_id=request.query.get("runId"), limit=query_int(request, "limit", 1000, 1, 10000)
+    )
+    entries = [
+        {
+            "id": r["id"],
+            "connector": r["connector"],
+            "action": r["action"],
+            "args": r["args"],
+            "idempotencyKey": r["idempotency_key"],
+            "runId": r["run_id"],
+            "stepId": r["step_id"],
+            "at": r["at"].isoformat().replace("+00:00", "Z"),
+        }
+        for r in rows
+    ]
+    return web.json_response({"entries": entries})

@@ -1,0 +1,70 @@
+"""The aiohttp application factory: configuration, engine, REST API and (when configured) the
+Slack and Teams front ends, on one server."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from bot.api import route_tables
+from bot.api.auth import auth_middleware
+from bot.api.errors import error_middleware
+from bot.api.routing import Handler, mount
+from bot.keys import CONFIG, ENGINE
+from bot.metrics import LATENCY, REQUESTS
+from engine.config import AppConfig
+from engine.runtime import Engine, EngineOptions
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 1024 * 1024
+
+
+@web.middleware
+async def metrics_middleware(
+    request: web.Request,
+    handler: Handler,
+) -> web.StreamResponse:
+    started = time.perf_counter()
+    status = 500
+    try:
+        response: web.StreamResponse = await handler(request)
+        status = response.status
+        return response
+    except web.HTTPException as exc:
+        status = exc.status
+        raise
+    finally:
+        REQUESTS.labels(request.method, str(status)).inc()
+        LATENCY.labels(request.method).observe(time.perf_counter() - started)
+
+
+def create_app(
+    config: AppConfig,
+    options: EngineOptions | None = None,
+    *,
+    run_background: bool = True,
+) -> web.Application:
+    """Build the application. ``run_background=False`` starts no workers or sweeper (for a
+    process that only serves requests, and for tests that drive the engine themselves)."""
+    app = web.Application(
+        middlewares=[metrics_middleware, error_middleware, auth_middleware],
+        client_max_size=MAX_BODY_BYTES,
+    )
+    engine = Engine(config, options)
+    app[CONFIG] = config
+    app[ENGINE] = engine
+    mount(app, route_tables())
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        if run_background:
+            await engine.start()
+        log.info("signoff ready (database %s)", engine.db.dialect)
+        yield
+        await engine.stop()
+
+    app.cleanup_ctx.append(lifecycle)
+    return app

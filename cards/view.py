@@ -1,0 +1,264 @@
+"""``ApprovalView``: everything an approval card shows, read once from the engine's records.
+
+The renderers never look at ``TakeoverRequest`` or ``Run`` themselves; they read this view.
+Values here are *raw* (unescaped) text: escaping belongs to the output format and happens in
+the templates' filters (see ``cards.templating``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from cards.text import canonical_json
+from engine.model import (
+    JSON,
+    Run,
+    RunStatus,
+    TakeoverKind,
+    TakeoverRequest,
+    TakeoverStatus,
+    TimeoutBehavior,
+)
+
+SHORT_HASH = 12  # hex digits of the binding hash shown on cards
+# Printable ASCII only, and none of the characters that end a Slack link or an HTML attribute.
+# (IGNORECASE only on the scheme: with it, the negated class would also refuse "s" and "k",
+# whose case foldings U+017F and U+212A lie in the refused range.)
+_URL = re.compile(r"(?i:https?)://[^\x00-\x20\x7f-\U0010ffff<>\"'`|\\]+")
+
+# Which buttons each request status offers. Approve = grant + release in one transaction;
+# Take over = grant only, after which the card offers Release (DESIGN.md "Grant vs release").
+ACTIONS: dict[TakeoverStatus, tuple[str, ...]] = {
+    TakeoverStatus.PENDING: ("grant", "deny", "takeover"),
+    TakeoverStatus.GRANTED: ("release",),
+    TakeoverStatus.RELEASED: (),
+    TakeoverStatus.DENIED: (),
+    TakeoverStatus.EXPIRED: (),
+    TakeoverStatus.CANCELLED: (),
+}
+
+
+@dataclass(frozen=True)
+class Confidence:
+    """A confidence-gate evaluation, as journaled in ``confidence_evaluated``."""
+
+    score: float | None
+    threshold: float | None
+    estimator: str | None
+    detail: str | None  # e.g. "3 of 5 samples said execute"
+    decision: str | None  # "execute" | "divert"
+
+
+@dataclass(frozen=True)
+class PolicyMatch:
+    """The policy rule that held a call."""
+
+    decision: str
+    rule: str | None
+
+
+@dataclass(frozen=True)
+class Approval:
+    """One person's grant toward the quorum."""
+
+    person: str
+    at: datetime
+    notes: str | None
+
+
+@dataclass(frozen=True)
+class ApprovalView:
+    """One takeover request as every card renders it (raw text; the templates escape)."""
+
+    request_id: str
+    run_id: str
+    step_id: str | None
+    kind: TakeoverKind
+    status: TakeoverStatus
+    title: str
+    reason: str
+    agent: str | None
+    workflow: str | None
+    requested_by: str | None
+    node_type: str | None
+    connector: str | None
+    action: str | None
+    account: str | None
+    arguments_json: str | None  # canonical JSON; None when the request carries no arguments
+    arguments_error: str | None  # why arguments present in the request cannot be shown
+    binding_hash: str | None
+    confidence: Confidence | None
+    policy: PolicyMatch | None
+    created_at: datetime
+    expires_at: datetime
+    approvals_required: int
+    approvals: tuple[Approval, ...]
+    approvers: tuple[str, ...]
+    decided_by: str | None
+    decided_at: datetime | None
+    notes: str | None
+    released_by: str | None
+    released_at: datetime | None
+    timeout_behavior: TimeoutBehavior
+    deny_reason_required: bool
+    run_status: RunStatus | None
+    approval_url: str | None
+    run_url: str | None
+    now: datetime | None  # when the view was built, for "expires in"; None: not shown
+
+    @property
+    def actions(self) -> tuple[str, ...]:
+        """The verbs the card offers now (``grant``, ``deny``, ``takeover``, ``release``)."""
+        return ACTIONS[self.status]
+
+    @property
+    def is_final(self) -> bool:
+        return not self.actions
+
+    @property
+    def short_hash(self) -> str | None:
+        """The binding hash as shown: its first hex digits, without an ``algo:`` prefix."""
+        if not self.binding_hash:
+            return None
+        return self.binding_hash.rpartition(":")[2][:SHORT_HASH]
+
+    @property
+    def quorum(self) -> str:
+        """Quorum progress, e.g. "1 of 2 approvals"."""
+        noun = "approval" if self.approvals_required == 1 else "approvals"
+        return f"{len(self.approvals)} of {self.approvals_required} {noun}"
+
+    @property
+    def expires_in_minutes(self) -> int | None:
+        if self.now is None or self.status is not TakeoverStatus.PENDING:
+            return None  # a taken-over request waits for its release and no longer expires
+        return max(0, math.ceil((self.expires_at - self.now).total_seconds() / 60))
+
+
+def safe_url(value: object) -> str | None:
+    """An absolute http(s) URL with nothing that could break out of a link, or None."""
+    if isinstance(value, str) and _URL.fullmatch(value):
+        return value
+    return None
+
+
+def _text(value: JSON) -> str | None:
+    if value is None or value == "":
+        return None
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def _number(value: JSON) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _confidence(raw: JSON) -> Confidence | None:
+    if not isinstance(raw, dict):
+        return None
+    score, threshold = _number(raw.get("score")), _number(raw.get("threshold"))
+    detail = _text(raw.get("detail"))
+    votes = raw.get("votes")
+    if detail is None and isinstance(votes, list) and votes:
+        yes = sum(1 for v in votes if v is True)
+        detail = f"{yes} of {len(votes)} samples said execute"
+    decision = _text(raw.get("decision"))
+    if decision is None and score is not None and threshold is not None:
+        decision = "execute" if score >= threshold else "divert"
+    return Confidence(score, threshold, _text(raw.get("estimator")), detail, decision)
+
+
+def _policy(raw: JSON) -> PolicyMatch | None:
+    if not isinstance(raw, dict) or raw.get("decision") is None:
+        return None
+    return PolicyMatch(decision=str(_text(raw["decision"])), rule=_text(raw.get("rule")))
+
+
+def _arguments(details: dict[str, Any]) -> tuple[str | None, str | None]:
+    if "args" not in details:
+        return None, None
+    try:
+        return canonical_json(details["args"]), None
+    except (RecursionError, ValueError, TypeError) as exc:
+        return None, f"arguments cannot be shown here ({type(exc).__name__})"
+
+
+def _title(request: TakeoverRequest, connector: str | None, action: str | None) -> str:
+    summary = _text(request.details.get("summary"))
+    if summary:
+        return summary
+    if connector and action:
+        return f"{connector} · {action}"
+    if request.kind is TakeoverKind.MANUAL:
+        return f"Take over run {request.run_id}"
+    return f"Approve step {request.step_id}" if request.step_id else "Approval requested"
+
+
+def build_view(
+    request: TakeoverRequest,
+    run: Run | None,
+    *,
+    approval_url: str | None,
+    run_url: str | None,
+    now: datetime | None = None,
+) -> ApprovalView:
+    """Read a takeover request, its run and its gate/policy details into one view.
+
+    ``request.details`` keys: ``args``, ``connector``, ``action``, ``account``,
+    ``bindingHash``, ``nodeType``, ``workflow``, ``agent``, ``summary``, ``confidence``
+    (``{score, threshold, estimator, detail?, votes?, decision?}``), ``policy``
+    (``{decision, rule}``). Malformed entries are left out, never guessed.
+    """
+    details = request.details if isinstance(request.details, dict) else {}
+    connector, action = _text(details.get("connector")), _text(details.get("action"))
+    arguments_json, arguments_error = _arguments(details)
+    return ApprovalView(
+        request_id=request.id,
+        run_id=request.run_id,
+        step_id=request.step_id,
+        kind=request.kind,
+        status=request.status,
+        title=_title(request, connector, action),
+        reason=request.reason,
+        agent=_text(details.get("agent")) or (run.agent if run else None),
+        workflow=_text(details.get("workflow")) or (run.workflow if run else None),
+        requested_by=request.requested_by or (run.requested_by if run else None),
+        node_type=_text(details.get("nodeType")),
+        connector=connector,
+        action=action,
+        account=_text(details.get("account")),
+        arguments_json=arguments_json,
+        arguments_error=arguments_error,
+        binding_hash=_text(details.get("bindingHash")),
+        confidence=_confidence(details.get("confidence")),
+        policy=_policy(details.get("policy")),
+        created_at=_utc(request.created_at),
+        expires_at=_utc(request.expires_at),
+        approvals_required=max(1, request.approvals_required),
+        approvals=tuple(Approval(v.person, _utc(v.at), v.notes) for v in request.votes),
+        approvers=request.approvers,
+        decided_by=request.decided_by,
+        decided_at=_utc(request.decided_at) if request.decided_at else None,
+        notes=request.notes,
+        released_by=request.released_by,
+        released_at=_utc(request.released_at) if request.released_at else None,
+        timeout_behavior=request.timeout_behavior,
+        deny_reason_required=request.deny_reason_required,
+        run_status=run.status if run else None,
+        approval_url=safe_url(approval_url),
+        run_url=safe_url(run_url),
+        now=_utc(now) if now else None,
+    )
+
+
+def _utc(moment: datetime) -> datetime:
+    """Aware UTC; a naive time from the store is taken to be UTC already."""
+    if moment.tzinfo is None:
+        return moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC)

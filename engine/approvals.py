@@ -1,0 +1,173 @@
+"""Deciding takeover requests: who may, and what each decision does.
+
+Every front end (REST API, Slack buttons, Teams invokes, the web page) calls these methods with
+the acting ``Principal``; authorization happens here, once, for all of them. The store applies
+each decision as one conditional UPDATE, so double clicks and races yield exactly one decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+from engine import notify
+from engine.errors import Forbidden, InvalidRequest
+from engine.model import (
+    Principal,
+    Role,
+    TakeoverKind,
+    TakeoverRequest,
+    TakeoverStatus,
+    TimeoutBehavior,
+)
+from engine.ports import Clock, IdSource
+from engine.store import SqlStore
+
+MAX_TIMEOUT_MINUTES = 1440
+MAX_NOTES = 4000
+
+
+class Approvals:
+    def __init__(
+        self,
+        store: SqlStore,
+        clock: Clock,
+        ids: IdSource,
+        *,
+        wake: Callable[[], None] = lambda: None,
+        admins: Sequence[str] = (),
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.ids = ids
+        self.wake = wake
+        self.admins = frozenset(admins)
+
+    # -- authorization -------------------------------------------------------------------------
+
+    def refusal(self, request: TakeoverRequest, who: Principal) -> str | None:
+        """Why ``who`` may not decide ``request``, or None when they may."""
+        if who.role == Role.AGENT:
+            return "agents cannot decide approval requests"
+        if not request.allow_self_approval and request.requested_by in (who.name, who.person):
+            return "you started this run, so you cannot approve it"
+        if request.approvers:
+            if who.person is None or who.person not in request.approvers:
+                return "you are not an approver for this request"
+        return None
+
+    def _authorize(self, request: TakeoverRequest, who: Principal) -> None:
+        reason = self.refusal(request, who)
+        if reason is not None:
+            raise Forbidden(reason, request_id=request.id)
+
+    # -- decisions -----------------------------------------------------------------------------
+
+    async def grant(
+        self,
+        request_id: str,
+        who: Principal,
+        *,
+        notes: str | None = None,
+        sdp_offer: str | None = None,
+        release: bool = False,
+    ) -> TakeoverRequest:
+        request = await self.store.get_takeover(request_id)
+        self._authorize(request, who)
+        after = await self.store.grant(
+            request_id,
+            who.name,
+            self.clock.now(),
+            notes=_notes(notes),
+            sdp_offer=sdp_offer,
+            release=release,
+            outbox=notify.card_changed,
+        )
+        if after.status == TakeoverStatus.RELEASED:
+            self.wake()
+        return after
+
+    async def deny(
+        self, request_id: str, who: Principal, *, notes: str | None = None
+    ) -> TakeoverRequest:
+        request = await self.store.get_takeover(request_id)
+        self._authorize(request, who)
+        if request.deny_reason_required and not (notes or "").strip():
+            raise InvalidRequest("a reason is required to deny this request")
+        after = await self.store.deny(
+            request_id,
+            who.name,
+            self.clock.now(),
+            notes=_notes(notes),
+            outbox=notify.card_changed,
+        )
+        self.wake()
+        return after
+
+    async def release(self, request_id: str, who: Principal) -> TakeoverRequest:
+        request = await self.store.get_takeover(request_id)
+        if request.decided_by != who.name and not who.is_admin:
+            self._authorize(request, who)
+        after = await self.store.release(
+            request_id, who.name, self.clock.now(), outbox=notify.card_changed
+        )
+        self.wake()
+        return after
+
+    async def answer(self, request_id: str, who: Principal, sdp_answer: str) -> TakeoverRequest:
+        request = await self.store.get_takeover(request_id)
+        if request.decided_by != who.name and not who.is_admin:
+            self._authorize(request, who)
+        return await self.store.record_sdp_answer(request_id, sdp_answer)
+
+    async def request(
+        self,
+        run_id: str,
+        who: Principal,
+        *,
+        reason: str,
+        step_id: str | None = None,
+        timeout_minutes: int = 30,
+        channels: Sequence[str] = (),
+        approvers: Sequence[str] = (),
+    ) -> TakeoverRequest:
+        """An operator takes over a queued or running run: it parks before ``step_id`` (or
+        before its next step) until the request is released."""
+        if who.role == Role.AGENT:
+            raise Forbidden("agents cannot request a takeover")
+        if not 1 <= timeout_minutes <= MAX_TIMEOUT_MINUTES:
+            raise InvalidRequest(f"timeoutMinutes must be 1..{MAX_TIMEOUT_MINUTES}")
+        run = await self.store.get_run(run_id)
+        now = self.clock.now()
+        request = TakeoverRequest(
+            id=self.ids.new_id(),
+            run_id=run_id,
+            step_id=step_id,
+            kind=TakeoverKind.MANUAL,
+            status=TakeoverStatus.PENDING,
+            reason=reason,
+            created_at=now,
+            expires_at=now + timedelta(minutes=timeout_minutes),
+            approvers=tuple(approvers),
+            allow_self_approval=True,  # the operator asked for it; they may release it
+            timeout_behavior=TimeoutBehavior.AUTO_APPROVE,
+            channels=tuple(channels),
+            requested_by=run.requested_by,
+            details={"workflow": run.workflow, "agent": run.agent, "requestedBy": who.name},
+        )
+        return await self.store.request_takeover(request, now, outbox=notify.new_card)
+
+    async def cancel_run(self, run_id: str, who: Principal) -> list[TakeoverRequest]:
+        if not who.is_admin:
+            raise Forbidden("only an admin can cancel a run")
+        return await self.store.cancel_run(
+            run_id, who.name, self.clock.now(), outbox=notify.card_changed
+        )
+
+
+def _notes(notes: str | None) -> str | None:
+    if notes is None:
+        return None
+    if len(notes) > MAX_NOTES:
+        raise InvalidRequest(f"notes are limited to {MAX_NOTES} characters")
+    return notes

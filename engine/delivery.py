@@ -1,0 +1,158 @@
+"""Delivering the outbox: one sink per platform, per-channel order and pacing, retries.
+
+A channel is ``<platform>:<target>`` (``slack:C123``, ``teams:ops``, ``webhook:audit``,
+``callback:<executionId>``); the platform picks the ``Sink``. Messages of one channel go out
+one at a time, in the order they were written (a card before the notices in its thread), no
+faster than the sink's ``min_interval``. A sink raises ``DeliveryError`` to ask for a retry
+(with the remote's ``Retry-After`` when it gave one) or to give up for good; retries back off
+exponentially up to ``MAX_ATTEMPTS``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from engine.errors import SignoffError
+from engine.model import OutboxRecord
+from engine.ports import Clock
+from engine.store import SqlStore
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 8
+_HOLD = timedelta(seconds=60)
+
+
+class DeliveryError(Exception):
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, permanent: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        self.permanent = permanent
+
+
+class Sink(Protocol):
+    """Delivers one message to one platform."""
+
+    min_interval: float  # seconds between two messages to the same channel
+
+    async def deliver(self, message: OutboxRecord) -> None: ...
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store: SqlStore,
+        clock: Clock,
+        sinks: Mapping[str, Sink],
+        *,
+        owner: str,
+        poll_seconds: float = 1.0,
+        batch: int = 200,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.sinks = dict(sinks)
+        self.owner = owner
+        self.poll_seconds = poll_seconds
+        self.batch = batch
+        self._wakeup = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._last_sent: dict[str, float] = {}  # channel -> loop time of the last send
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="signoff-outbox")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _loop(self) -> None:
+        while True:
+            self._wakeup.clear()
+            try:
+                handled = await self.deliver_due()
+            except SignoffError as exc:
+                log.warning("outbox delivery failed: %s", exc)
+                handled = 0
+            if handled:
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), self.poll_seconds)
+
+    async def deliver_due(self) -> int:
+        """Deliver what is due now; returns how many messages were handled."""
+        claimed = await self.store.claim_outbox(
+            self.owner, self.clock.now(), limit=self.batch, hold=_HOLD
+        )
+        if not claimed:
+            return 0
+        by_channel: dict[str, list[OutboxRecord]] = {}
+        for message in claimed:
+            by_channel.setdefault(message.channel, []).append(message)
+        await asyncio.gather(*(self._channel(ch, msgs) for ch, msgs in by_channel.items()))
+        return len(claimed)
+
+    async def _channel(self, channel: str, messages: list[OutboxRecord]) -> None:
+        platform = channel.partition(":")[0]
+        sink = self.sinks.get(platform)
+        for index, message in enumerate(messages):
+            if sink is None:
+                await self.store.mark_failed(message.id, f"no delivery configured for {platform}")
+                continue
+            await self._pace(channel, sink.min_interval)
+            try:
+                await sink.deliver(message)
+            except Exception as exc:
+                if not isinstance(exc, DeliveryError):  # a sink bug must not stop the others
+                    log.exception("delivering outbox message %s failed", message.id)
+                    exc = DeliveryError(f"{type(exc).__name__}: {exc}")
+                self._last_sent[channel] = asyncio.get_running_loop().time()
+                retry_at = await self._failed(message, exc)
+                # The channel's later messages wait as long as this one: they keep their order
+                # and nothing is sent while the remote said to wait.
+                for later in messages[index + 1 :]:
+                    if retry_at is None:
+                        await self.store.release_claims([later.id], self.owner)
+                    else:
+                        await self.store.mark_retry(
+                            later.id,
+                            self.owner,
+                            retry_at,
+                            "held behind an earlier message",
+                            count=False,
+                        )
+                return
+            self._last_sent[channel] = asyncio.get_running_loop().time()
+            await self.store.mark_sent(message.id, self.owner, self.clock.now())
+
+    async def _pace(self, channel: str, min_interval: float) -> None:
+        last = self._last_sent.get(channel)
+        if last is None or min_interval <= 0:
+            return
+        wait = last + min_interval - asyncio.get_running_loop().time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+
+    async def _failed(self, message: OutboxRecord, exc: DeliveryError) -> datetime | None:
+        """Record a failed attempt; returns when it will be retried (None: given up)."""
+        attempts = message.attempts + 1
+        if exc.permanent or attempts >= MAX_ATTEMPTS:
+            log.warning("giving up on outbox message %s: %s", message.id, exc)
+            await self.store.mark_failed(message.id, str(exc))
+            return None
+        delay = exc.retry_after if exc.retry_after is not None else min(2.0**attempts, 300.0)
+        at = self.clock.now() + timedelta(seconds=delay)
+        await self.store.mark_retry(message.id, self.owner, at, str(exc))
+        return at

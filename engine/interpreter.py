@@ -1,0 +1,696 @@
+"""The durable interpreter: replay-and-continue over a run's journal.
+
+``advance(run_id, owner)`` walks the graph from the start. A step with ``step_completed`` in the
+journal yields its recorded output and is not executed again; the first step without one is
+executed. A recorded step whose node id or type differs from the graph at that point raises
+``NondeterminismError`` (the run fails loudly; it never guesses).
+
+Side effects are at-least-once with idempotency: ``step_started`` is committed before a
+connector is called, and the call carries ``{run_id}:{step_id}:{attempt}``. After a crash a step
+with ``step_started`` and no ``step_completed`` is retried with the same key.
+
+A run that must wait (approval, gate diversion, manual takeover, child run) is parked: its
+status becomes ``waiting`` and its lease is given up in the same transaction that creates what
+it waits for. Nothing is held while it waits; a decision re-queues it and a worker replays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Protocol
+
+from engine import notify
+from engine.binding import binding_hash
+from engine.connectors import ConnectorRegistry
+from engine.connectors.python_callable import call_function, resolve_callable
+from engine.errors import (
+    NondeterminismError,
+    NotFound,
+    SignoffError,
+    StepError,
+    TransitionRefused,
+)
+from engine.expressions import evaluate, render_text
+from engine.model import (
+    SIDE_EFFECTING,
+    TERMINAL_RUN_STATUSES,
+    JournalEntry,
+    JournalEvent,
+    NewEvent,
+    Node,
+    NodeType,
+    OutboxMessage,
+    Run,
+    RunStatus,
+    TakeoverKind,
+    TakeoverRequest,
+    TakeoverStatus,
+    TimeoutBehavior,
+    Workflow,
+)
+from engine.ports import (
+    ChatMessage,
+    Clock,
+    ConnectorCall,
+    GateQuestion,
+    IdSource,
+    Sampler,
+    StepGate,
+)
+from engine.store import NewRun, SqlStore
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 3
+_RETRY_BACKOFF_SECONDS = (0.2, 1.0)
+
+
+class WorkflowLookup(Protocol):
+    """Finds a workflow by name; implemented by ``engine.workflow_source.WorkflowSource``."""
+
+    async def get(self, name: str) -> Workflow: ...
+
+
+@dataclass
+class Services:
+    """What the interpreter needs from the outside, injected at startup."""
+
+    store: SqlStore
+    workflows: WorkflowLookup
+    connectors: ConnectorRegistry
+    clock: Clock
+    ids: IdSource
+    expand_people: Callable[[Sequence[str]], tuple[str, ...]]
+    sampler: Sampler | None = None
+    gate: StepGate | None = None
+    wake: Callable[[], None] = lambda: None  # runs became ready
+    wake_outbox: Callable[[], None] = lambda: None  # chat messages were queued
+
+
+class Interpreter:
+    def __init__(self, services: Services) -> None:
+        self.s = services
+
+    async def advance(self, run_id: str, owner: str) -> RunStatus | None:
+        """Move a claimed run as far as it can go. Returns its new status, or None when the
+        run is no longer ours (lease lost, cancelled meanwhile)."""
+        for _ in range(20):
+            try:
+                return await self._advance_once(run_id, owner)
+            except _Restart:
+                continue  # events we did not write appeared (an operator's request): replay
+            except TransitionRefused:
+                return None
+        log.error("run %s kept changing under the worker; giving it back", run_id)
+        return None
+
+    async def _advance_once(self, run_id: str, owner: str) -> RunStatus | None:
+        s = self.s
+        run = await s.store.get_run(run_id)
+        if run.status != RunStatus.RUNNING or run.lease_owner != owner:
+            return None
+        journal = await s.store.journal(run_id)
+        walk = _Walk(self, run, owner, journal)
+        try:
+            workflow = await s.workflows.get(run.workflow)
+        except NotFound as exc:
+            return await walk.fail(None, exc.message)
+        try:
+            return await walk.walk(workflow)
+        except NondeterminismError as exc:
+            log.error("run %s: %s", run_id, exc.message)
+            return await walk.fail(None, f"nondeterminism: {exc.message}")
+
+
+class _Restart(Exception):
+    """The journal changed under us; replay from the start."""
+
+
+@dataclass
+class _Step:
+    """Everything the journal says about one step."""
+
+    started: JournalEntry | None = None
+    events: list[JournalEntry] = field(default_factory=list)
+
+    def last(self, event: JournalEvent) -> JournalEntry | None:
+        for entry in reversed(self.events):
+            if entry.event == event:
+                return entry
+        return None
+
+    def count(self, event: JournalEvent, **match: Any) -> int:
+        return sum(
+            1
+            for e in self.events
+            if e.event == event and all(e.data.get(k) == v for k, v in match.items())
+        )
+
+
+_OUTCOMES = {
+    JournalEvent.TAKEOVER_RELEASED: "approved",
+    JournalEvent.TAKEOVER_DENIED: "denied",
+    JournalEvent.TAKEOVER_EXPIRED: "expired",
+    JournalEvent.TAKEOVER_CANCELLED: "cancelled",
+}
+
+
+class _Walk:
+    """One replay of one run, by the worker that holds its lease."""
+
+    def __init__(self, interp: Interpreter, run: Run, owner: str, journal: list[JournalEntry]):
+        self.s = interp.s
+        self.run = run
+        self.owner = owner
+        self.journal = journal
+        self.next_seq = journal[-1].seq + 1 if journal else 1
+        self.pending: list[NewEvent] = []
+        self.outbox: list[OutboxMessage] = []
+        self.steps: dict[str, _Step] = {}
+        self.started_order: list[JournalEntry] = []
+        self.outcomes: dict[str, tuple[str, JournalEntry]] = {}
+        self.manual: list[JournalEntry] = []
+        self.grant_notes: dict[str, Any] = {}
+        for entry in journal:
+            request_id = entry.data.get("requestId")
+            if entry.event in _OUTCOMES and request_id:
+                self.outcomes[request_id] = (_OUTCOMES[entry.event], entry)
+            if entry.event == JournalEvent.TAKEOVER_GRANTED and request_id:
+                self.grant_notes[request_id] = entry.data.get("notes")
+            if entry.event == JournalEvent.TAKEOVER_REQUESTED and entry.data.get("kind") in (
+                TakeoverKind.MANUAL.value,
+                TakeoverKind.POLICY.value,
+            ):
+                self.manual.append(entry)
+            if entry.step_id is None:
+                continue
+            step = self.steps.setdefault(entry.step_id, _Step())
+            if entry.event == JournalEvent.STEP_STARTED and step.started is None:
+                step.started = entry
+                self.started_order.append(entry)
+            step.events.append(entry)
+        self.context: dict[str, Any] = {
+            "input": run.input,
+            "steps": {},
+            "run": {"id": run.id, "workflow": run.workflow, "agent": run.agent},
+        }
+        self.notify_channels: tuple[str, ...] = ()
+        self.last_output: Any = None
+
+    # -- the walk ------------------------------------------------------------------------------
+
+    async def walk(self, workflow: Workflow) -> RunStatus | None:
+        node: Node | None = workflow.nodes[0] if workflow.nodes else None
+        visited = 0
+        while node is not None:
+            if visited < len(self.started_order):
+                recorded = self.started_order[visited]
+                if recorded.step_id != node.id or recorded.data.get("nodeType") != node.type:
+                    raise NondeterminismError(
+                        f"journal seq {recorded.seq} started step {recorded.step_id!r} "
+                        f"({recorded.data.get('nodeType')}) but the graph has {node.id!r} "
+                        f"({node.type.value}) there",
+                        run_id=self.run.id,
+                    )
+            visited += 1
+            step = self.steps.get(node.id, _Step())
+            completed = step.last(JournalEvent.STEP_COMPLETED)
+            if completed is not None:
+                self._remember(node, completed.data.get("output"))
+                node = self._follow(workflow, node, completed.data.get("branch"))
+                continue
+            parked = await self._manual_takeover(node, step)
+            if parked is not None:
+                return parked
+            result = await self._execute(workflow, node, step)
+            if isinstance(result, RunStatus) or result is None:
+                return result
+            output, branch = result
+            self.pending.append(
+                NewEvent(JournalEvent.STEP_COMPLETED, node.id, {"output": output, "branch": branch})
+            )
+            self._remember(node, output)
+            node = self._follow(workflow, node, branch)
+        return await self._finish(RunStatus.COMPLETED, output=self.last_output)
+
+    def _remember(self, node: Node, output: Any) -> None:
+        self.context["steps"][node.id] = {"output": output}
+        self.last_output = output
+
+    @staticmethod
+    def _follow(workflow: Workflow, node: Node, branch: str | None) -> Node | None:
+        if branch == "onDeny" and node.on_deny:
+            return workflow.node(node.on_deny)
+        return workflow.successor(node)
+
+    async def _execute(
+        self, workflow: Workflow, node: Node, step: _Step
+    ) -> tuple[Any, str | None] | RunStatus | None:
+        if node.type == NodeType.APPROVAL:
+            return await self._approval(workflow, node, step)
+        if node.type == NodeType.WORKFLOW:
+            return await self._child(node, step)
+        return await self._action(workflow, node, step)
+
+    # -- approval nodes ------------------------------------------------------------------------
+
+    async def _approval(
+        self, workflow: Workflow, node: Node, step: _Step
+    ) -> tuple[Any, str | None] | RunStatus | None:
+        requested = step.last(JournalEvent.TAKEOVER_REQUESTED)
+        if requested is None:
+            return await self._park_for_approval(workflow, node, step, TakeoverKind.NODE)
+        verdict = self._verdict(requested)
+        if verdict is None:
+            return await self._repark(node, requested)
+        approved, data = verdict
+        self.notify_channels = tuple(requested.data.get("channels", ()))
+        if approved:
+            return data, None
+        if node.on_deny:
+            return data, "onDeny"
+        return await self.fail(node, _denial_text(data), step_failed=True)
+
+    def _verdict(self, requested: JournalEntry) -> tuple[bool, dict[str, Any]] | None:
+        """(approved?, output) once the request has an outcome; None while it is open."""
+        request_id = requested.data["requestId"]
+        found = self.outcomes.get(request_id)
+        if found is None:
+            return None
+        outcome, entry = found
+        data: dict[str, Any] = {"requestId": request_id, "outcome": outcome}
+        if outcome == "approved":
+            data.update(approved=True, by=entry.data.get("by"))
+            data["notes"] = self.grant_notes.get(request_id)
+            return True, data
+        if outcome == "expired" and entry.data.get("behavior") == TimeoutBehavior.AUTO_APPROVE:
+            data.update(approved=True, by="timeout (auto-approve)")
+            return True, data
+        data.update(approved=False, by=entry.data.get("by"), notes=entry.data.get("notes"))
+        return False, data
+
+    async def _park_for_approval(
+        self,
+        workflow: Workflow,
+        node: Node,
+        step: _Step,
+        kind: TakeoverKind,
+        *,
+        args: Any = None,
+        target: Node | None = None,
+        confidence: dict[str, Any] | None = None,
+        channels: Sequence[str] | None = None,
+        approvers: Sequence[str] | None = None,
+    ) -> RunStatus | None:
+        s = self.s
+        now = s.clock.now()
+        request_id = s.ids.new_id()
+        details: dict[str, Any] = {
+            "workflow": self.run.workflow,
+            "agent": self.run.agent,
+            "nodeType": node.type.value,
+        }
+        if target is None and kind == TakeoverKind.NODE:
+            target = workflow.successor(node)
+            if target is not None and target.type in SIDE_EFFECTING:
+                try:
+                    args = evaluate(dict(target.args), self.context)
+                except StepError:
+                    target, args = None, None
+            else:
+                target = None
+        if target is not None:
+            details.update(
+                stepId=target.id,
+                connector=target.connector,
+                action=target.action or target.function,
+                args=args,
+                bindingHash=binding_hash(target.connector, target.action, args),
+            )
+        if confidence is not None:
+            details["confidence"] = confidence
+        chosen_channels = tuple(channels if channels is not None else node.channels)
+        request = TakeoverRequest(
+            id=request_id,
+            run_id=self.run.id,
+            step_id=node.id,
+            kind=kind,
+            status=TakeoverStatus.PENDING,
+            reason=render_text(node.reason or _default_reason(node, kind), self.context),
+            created_at=now,
+            expires_at=now + timedelta(minutes=node.timeout_minutes),
+            approvers=s.expand_people(approvers if approvers is not None else node.approvers),
+            approvals_required=node.approvals_required,
+            allow_self_approval=node.allow_self_approval,
+            timeout_behavior=node.timeout_behavior,
+            channels=chosen_channels,
+            requested_by=self.run.requested_by,
+            details=details,
+            deny_reason_required=node.deny_reason_required,
+            remind_at=(
+                now + timedelta(minutes=node.timeout_minutes - node.remind_before_minutes)
+                if node.remind_before_minutes
+                else None
+            ),
+            escalate_at=(
+                now + timedelta(minutes=node.escalate_after_minutes)
+                if node.escalate_after_minutes
+                else None
+            ),
+            escalate_to=s.expand_people(node.escalate_to),
+        )
+        events = [] if self._is_started(node, step) else [self._started(node)]
+        events += [
+            NewEvent(
+                JournalEvent.TAKEOVER_REQUESTED,
+                node.id,
+                {
+                    "requestId": request_id,
+                    "kind": kind.value,
+                    "reason": request.reason,
+                    "channels": list(chosen_channels),
+                    "expiresAt": request.expires_at.isoformat(),
+                },
+            ),
+            NewEvent(JournalEvent.RUN_WAITING, node.id, {"requestId": request_id}),
+        ]
+        outbox = notify.new_card(request)
+        await self._park(events, takeover=request, outbox=outbox)
+        return RunStatus.WAITING
+
+    async def _repark(self, node: Node, requested: JournalEntry) -> RunStatus:
+        """Re-queued while its request is still open (e.g. granted but not released)."""
+        await self._park(
+            [
+                NewEvent(
+                    JournalEvent.RUN_WAITING, node.id, {"requestId": requested.data["requestId"]}
+                )
+            ]
+        )
+        return RunStatus.WAITING
+
+    async def _manual_takeover(self, node: Node, step: _Step) -> RunStatus | None:
+        for entry in self.manual:
+            if entry.step_id not in (None, node.id):
+                continue
+            if entry.step_id is None and step.events:
+                continue  # "before its next step": this one is already under way
+            verdict = self._verdict(entry)
+            if verdict is None:
+                await self._park(
+                    [
+                        NewEvent(
+                            JournalEvent.RUN_WAITING,
+                            node.id,
+                            {"requestId": entry.data["requestId"], "kind": entry.data["kind"]},
+                        )
+                    ]
+                )
+                return RunStatus.WAITING
+            approved, data = verdict
+            if not approved:
+                return await self.fail(node, _denial_text(data), step_failed=True)
+            self.notify_channels = tuple(entry.data.get("channels", ()))
+        return None
+
+    # -- child runs ----------------------------------------------------------------------------
+
+    async def _child(self, node: Node, step: _Step) -> tuple[Any, str | None] | RunStatus | None:
+        s = self.s
+        child_id = step.started.data.get("childRunId") if step.started else None
+        if child_id is None:
+            child_input = evaluate(dict(node.args), self.context)
+            child_id = s.ids.new_id()
+            started = self._started(node, childRunId=child_id)
+            await self._park(
+                [started, NewEvent(JournalEvent.RUN_WAITING, node.id, {"childRunId": child_id})],
+                child=NewRun(
+                    id=child_id,
+                    workflow=node.workflow or "",
+                    input=child_input if isinstance(child_input, dict) else {"value": child_input},
+                    requested_by=self.run.requested_by,
+                    agent=self.run.agent,
+                    parent_run_id=self.run.id,
+                    parent_step_id=node.id,
+                ),
+            )
+            s.wake()
+            return RunStatus.WAITING
+        child = await s.store.get_run(child_id)
+        if child.status == RunStatus.COMPLETED:
+            return {"runId": child.id, "output": child.output}, None
+        if child.status in TERMINAL_RUN_STATUSES:
+            return await self.fail(
+                node,
+                f"child run {child.id} {child.status.value}: {child.error or ''}".strip(),
+                step_failed=True,
+            )
+        await self._park([NewEvent(JournalEvent.RUN_WAITING, node.id, {"childRunId": child_id})])
+        return RunStatus.WAITING
+
+    # -- tool, connector and ai-step nodes -----------------------------------------------------
+
+    async def _action(
+        self, workflow: Workflow, node: Node, step: _Step
+    ) -> tuple[Any, str | None] | RunStatus | None:
+        s = self.s
+        try:
+            args = evaluate(dict(node.args), self.context)
+        except StepError as exc:
+            return await self.fail(node, exc.message, step_failed=True)
+        if not self._is_started(node, step):
+            self.pending.append(self._started(node))
+        gated = step.last(JournalEvent.CONFIDENCE_EVALUATED)
+        gated_data = gated.data if gated is not None else None
+        if gated_data is None and s.gate is not None:
+            gated_data = await s.gate.assess(self._question(node, args))
+            if gated_data is not None:
+                self.pending.append(
+                    NewEvent(JournalEvent.CONFIDENCE_EVALUATED, node.id, gated_data)
+                )
+        if gated_data is not None and gated_data.get("decision") == "divert":
+            requested = step.last(JournalEvent.TAKEOVER_REQUESTED)
+            if requested is None:
+                self.outbox += notify.notice(
+                    gated_data.get("channels", ()),
+                    self.run.id,
+                    "confidence",
+                    f"{self.run.id}:{node.id}",
+                    {"runId": self.run.id, "stepId": node.id, "confidence": gated_data},
+                )
+                return await self._park_for_approval(
+                    workflow,
+                    node,
+                    step,
+                    TakeoverKind.GATE,
+                    args=args,
+                    target=node,
+                    confidence=gated_data,
+                    channels=gated_data.get("channels", ()),
+                    approvers=gated_data.get("approvers", ()),
+                )
+            verdict = self._verdict(requested)
+            if verdict is None:
+                return await self._repark(node, requested)
+            approved, data = verdict
+            self.notify_channels = tuple(requested.data.get("channels", ()))
+            if not approved:
+                return await self.fail(node, _denial_text(data), step_failed=True)
+        attempt = 1 + step.count(JournalEvent.STEP_FAILED, retryable=True)
+        while True:
+            await self._commit([])  # step_started (and what came before) is durable first
+            try:
+                output = await self._call(node, args, attempt)
+                break
+            except StepError as exc:
+                if exc.retryable and attempt < MAX_ATTEMPTS:
+                    await self._commit(
+                        [
+                            NewEvent(
+                                JournalEvent.STEP_FAILED,
+                                node.id,
+                                {"error": exc.message, "attempt": attempt, "retryable": True},
+                            )
+                        ]
+                    )
+                    await asyncio.sleep(_RETRY_BACKOFF_SECONDS[min(attempt, 2) - 1])
+                    attempt += 1
+                    continue
+                return await self.fail(node, exc.message, step_failed=True, attempt=attempt)
+        if self.notify_channels:
+            self.outbox += notify.notice(
+                self.notify_channels,
+                self.run.id,
+                "step_result",
+                f"{self.run.id}:{node.id}",
+                {"runId": self.run.id, "stepId": node.id, "ok": True, "output": _brief(output)},
+            )
+            self.notify_channels = ()
+        return output, None
+
+    def _question(self, node: Node, args: Any) -> GateQuestion:
+        return GateQuestion(
+            run_id=self.run.id,
+            workflow=self.run.workflow,
+            agent=self.run.agent,
+            step_id=node.id,
+            node_type=node.type.value,
+            connector=node.connector,
+            action=node.action,
+            args=args,
+            prior_outputs={k: v["output"] for k, v in self.context["steps"].items()},
+            requires_confidence=node.requires_confidence,
+            channels=node.channels,
+            approvers=node.approvers,
+        )
+
+    async def _call(self, node: Node, args: Any, attempt: int) -> Any:
+        s = self.s
+        key = f"{self.run.id}:{node.id}:{attempt}"
+        try:
+            if node.type == NodeType.CONNECTOR:
+                connector = s.connectors.get(node.connector or "")
+                return await connector.call(
+                    ConnectorCall(
+                        connector=node.connector or "",
+                        action=node.action or "",
+                        args=args,
+                        idempotency_key=key,
+                        run_id=self.run.id,
+                        step_id=node.id,
+                    )
+                )
+            if node.type == NodeType.TOOL:
+                fn = resolve_callable(node.function or "")
+                return await call_function(fn, args if isinstance(args, dict) else {})
+            if node.type == NodeType.AI_STEP:
+                if s.sampler is None:
+                    raise StepError("no LLM is configured (llm.baseUrl, llm.model)")
+                prompt = render_text(node.prompt or "", self.context, strict=True)
+                text = await s.sampler.complete([ChatMessage("user", prompt)])
+                return {"text": text}
+        except SignoffError as exc:
+            if isinstance(exc, StepError):
+                raise
+            raise StepError(exc.message) from exc
+        except Exception as exc:  # a tool's own exception: the step fails, the worker lives
+            raise StepError(f"{node.id}: {type(exc).__name__}: {exc}") from exc
+        raise StepError(f"node type {node.type.value} cannot be executed")
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def _is_started(self, node: Node, step: _Step) -> bool:
+        return step.started is not None or any(
+            e.event == JournalEvent.STEP_STARTED and e.step_id == node.id for e in self.pending
+        )
+
+    def _started(self, node: Node, **data: Any) -> NewEvent:
+        return NewEvent(JournalEvent.STEP_STARTED, node.id, {"nodeType": node.type.value, **data})
+
+    async def _commit(self, events: list[NewEvent], **kwargs: Any) -> None:
+        batch = self.pending + events
+        outbox, self.outbox = self.outbox, []
+        self.pending = []
+        if not batch and not outbox and not kwargs:
+            return
+        first = await self.s.store.append_events(
+            self.run.id, self.owner, batch, self.s.clock.now(), outbox=outbox, **kwargs
+        )
+        if outbox:
+            self.s.wake_outbox()
+        self._check_seq(first, len(batch))
+
+    async def _park(self, events: list[NewEvent], **kwargs: Any) -> None:
+        batch = self.pending + events
+        outbox = self.outbox + list(kwargs.pop("outbox", ()))
+        self.pending, self.outbox = [], []
+        first = await self.s.store.park_run(
+            self.run.id, self.owner, batch, self.s.clock.now(), outbox=outbox, **kwargs
+        )
+        if outbox:
+            self.s.wake_outbox()
+        self._check_seq(first, len(batch))
+
+    def _check_seq(self, first: int, count: int) -> None:
+        if first != self.next_seq:
+            raise _Restart()  # someone else appended: our events stand, but replay to see theirs
+        self.next_seq += count
+
+    async def fail(
+        self,
+        node: Node | None,
+        error: str,
+        *,
+        step_failed: bool = False,
+        attempt: int | None = None,
+    ) -> RunStatus | None:
+        events = []
+        if node is not None and step_failed:
+            events.append(
+                NewEvent(
+                    JournalEvent.STEP_FAILED,
+                    node.id,
+                    {"error": error, "final": True, "attempt": attempt},
+                )
+            )
+        events.append(
+            NewEvent(JournalEvent.RUN_FAILED, node.id if node else None, {"error": error})
+        )
+        if node is not None and self.notify_channels:
+            self.outbox += notify.notice(
+                self.notify_channels,
+                self.run.id,
+                "step_result",
+                f"{self.run.id}:{node.id}",
+                {"runId": self.run.id, "stepId": node.id, "ok": False, "error": error},
+            )
+        return await self._finish(RunStatus.FAILED, error=error, events=events)
+
+    async def _finish(
+        self,
+        status: RunStatus,
+        *,
+        output: Any = None,
+        error: str | None = None,
+        events: list[NewEvent] | None = None,
+    ) -> RunStatus | None:
+        if events is None:
+            events = [NewEvent(JournalEvent.RUN_COMPLETED, data={"output": _brief(output)})]
+        wakeup = None
+        if self.run.parent_run_id:
+            wakeup = (
+                self.run.parent_run_id,
+                NewEvent(
+                    JournalEvent.RUN_RESUMED,
+                    self.run.parent_step_id,
+                    {"childRunId": self.run.id, "childStatus": status.value},
+                ),
+            )
+        await self._commit(events, finish=status, output=output, error=error, parent_wakeup=wakeup)
+        if wakeup is not None:
+            self.s.wake()
+        return status
+
+
+def _default_reason(node: Node, kind: TakeoverKind) -> str:
+    if kind == TakeoverKind.GATE:
+        return f"Low confidence before {node.type.value} step {node.id}"
+    return f"Approval required at {node.id}"
+
+
+def _denial_text(data: dict[str, Any]) -> str:
+    outcome = data.get("outcome", "denied")
+    text = f"{outcome}" + (f" by {data['by']}" if data.get("by") else "")
+    return text + (f": {data['notes']}" if data.get("notes") else "")
+
+
+def _brief(value: Any, limit: int = 2000) -> Any:
+    """Outputs travel in notices; keep them small there (the journal keeps them whole)."""
+    import json
+
+    text = json.dumps(value, default=str)
+    return value if len(text) <= limit else text[:limit] + "…"

@@ -1,0 +1,206 @@
+"""The engine assembled from a configuration: store, connectors, workflows, interpreter,
+approvals, workers and sweeper. Front ends hold one ``Engine`` and call its services."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from engine import notify
+from engine.approvals import Approvals
+from engine.config import AppConfig
+from engine.connectors import ConnectorRegistry
+from engine.connectors.demo_ledger import DemoLedger
+from engine.connectors.http import HttpConnector
+from engine.connectors.python_callable import PythonConnector
+from engine.delivery import Dispatcher, Sink
+from engine.errors import InvalidRequest
+from engine.gate import ConfidenceGate
+from engine.interpreter import Interpreter, Services
+from engine.llm import OpenAICompatibleSampler
+from engine.model import Principal, Role, Run
+from engine.ports import Clock, Connector, IdSource, Sampler, StepGate, SystemClock, UuidSource
+from engine.store import Database, NewRun, SqlStore
+from engine.store.listen import PgListener
+from engine.workers import Sweeper, Workers
+from engine.workflow_source import WorkflowSource
+
+MAX_INPUT_BYTES = 256 * 1024
+
+
+@dataclass
+class EngineOptions:
+    clock: Clock = field(default_factory=SystemClock)
+    ids: IdSource = field(default_factory=UuidSource)
+    owner: str | None = None  # this process's worker identity (lease owner)
+    sampler: Sampler | None = None
+    gate: StepGate | None = None
+    extra_connectors: dict[str, Connector] = field(default_factory=dict)
+    sinks: dict[str, Sink] = field(default_factory=dict)  # outbox delivery, by platform
+    sweep_interval_seconds: float = 1.0
+
+
+class Engine:
+    def __init__(self, config: AppConfig, options: EngineOptions | None = None) -> None:
+        opts = options or EngineOptions()
+        self.config = config
+        self.clock = opts.clock
+        self.ids = opts.ids
+        self.db = Database(config.database.url)
+        self.store = SqlStore(self.db)
+        self.owner = opts.owner or f"{socket.gethostname()}:{self.ids.new_id()[:8]}"
+        self.connectors = ConnectorRegistry(
+            {**build_connectors(config, self.store, self.clock), **opts.extra_connectors}
+        )
+        self.workflows = WorkflowSource(config.workflows, self.store)
+        # The LLM (ai-steps, the gate's self-consistency) comes from ``llm:`` unless injected.
+        # The gate object is always installed, even while off: an admin may switch it on at
+        # runtime, and its settings cache makes an idle gate free (no query per step).
+        self._own_sampler = build_sampler(config) if opts.sampler is None else None
+        self.sampler: Sampler | None = opts.sampler or self._own_sampler
+        self.gate = ConfidenceGate.from_config(config, self.store, self.clock, self.sampler)
+        self.interpreter = Interpreter(
+            Services(
+                store=self.store,
+                workflows=self.workflows,
+                connectors=self.connectors,
+                clock=self.clock,
+                ids=self.ids,
+                expand_people=config.expand_people,
+                sampler=self.sampler,
+                gate=opts.gate or self.gate,
+                wake=self.wake,
+                wake_outbox=self.wake_outbox,
+            )
+        )
+        server = config.server
+        self.workers = Workers(
+            self.store,
+            self.interpreter,
+            self.clock,
+            owner=self.owner,
+            concurrency=server.workers,
+            lease=timedelta(seconds=server.lease_seconds),
+            poll_seconds=server.poll_seconds,
+        )
+        self.approvals = Approvals(
+            self.store, self.clock, self.ids, wake=self.wake, admins=config.admins
+        )
+        self.sweeper = Sweeper(
+            self.store,
+            self.clock,
+            on_requeue=self.wake,
+            outbox=notify.card_changed,
+            interval_seconds=opts.sweep_interval_seconds,
+        )
+        self.dispatcher = Dispatcher(
+            self.store, self.clock, opts.sinks, owner=self.owner, poll_seconds=1.0
+        )
+        self.listener: PgListener | None = None
+        self._started = False
+
+    def wake(self) -> None:
+        """Runs may be ready (and a decision may have queued chat messages)."""
+        self.workers.wake()
+        self.dispatcher.wake()
+
+    def wake_outbox(self) -> None:
+        self.dispatcher.wake()
+
+    def add_sink(self, platform: str, sink: Sink) -> None:
+        """Front ends register how their platform's messages are delivered."""
+        self.dispatcher.sinks[platform] = sink
+
+    async def start(self) -> None:
+        """Start the background work: run workers and the expiry sweeper."""
+        self.workers.start()
+        self.sweeper.start()
+        self.dispatcher.start()
+        if not self.db.is_sqlite:
+            self.listener = PgListener(self.db.url, self.wake)
+            self.listener.start()
+        self._started = True
+
+    async def stop(self) -> None:
+        if self._started:
+            if self.listener is not None:
+                await self.listener.stop()
+            await self.sweeper.stop()
+            await self.workers.stop()
+            await self.dispatcher.stop()
+            self._started = False
+        await self.connectors.close()
+        if self._own_sampler is not None:
+            await self._own_sampler.close()
+        await self.db.dispose()
+
+    async def start_run(
+        self,
+        workflow: str,
+        input: dict[str, Any],
+        who: Principal,
+        *,
+        idempotency_key: str | None = None,
+        agent: str | None = None,
+    ) -> tuple[Run, bool]:
+        """Queue a run of ``workflow``; the same idempotency key returns the same run."""
+        if who.role not in (Role.AGENT, Role.ADMIN, Role.APPROVER):
+            raise InvalidRequest("unknown role")
+        await self.workflows.get(workflow)  # NotFound for an unknown workflow
+        run, created = await self.store.create_run(
+            NewRun(
+                id=self.ids.new_id(),
+                workflow=workflow,
+                input=input,
+                requested_by=who.name,
+                agent=agent or (who.token if who.role == Role.AGENT else None),
+                idempotency_key=idempotency_key,
+            ),
+            self.clock.now(),
+        )
+        if created:
+            self.wake()
+        return run, created
+
+    def principal_for_person(self, person: str) -> Principal:
+        """A person from ``people:`` acting in chat or on the web page."""
+        role = Role.ADMIN if person in self.config.admins else Role.APPROVER
+        return Principal(name=person, role=role, person=person)
+
+
+def build_sampler(config: AppConfig) -> OpenAICompatibleSampler | None:
+    """The LLM client for ``llm:``, or None when no LLM is configured."""
+    llm = config.llm
+    if not llm.enabled:
+        return None
+    return OpenAICompatibleSampler(
+        llm.base_url, llm.model, llm.api_key, llm.timeout_seconds, llm.max_retries
+    )
+
+
+def build_connectors(config: AppConfig, store: SqlStore, clock: Clock) -> dict[str, Connector]:
+    out: dict[str, Connector] = {}
+    for name, c in config.connectors.items():
+        if c.type == "demo-ledger":
+            out[name] = DemoLedger(name, store, clock)
+        elif c.type == "http":
+            out[name] = HttpConnector(
+                name,
+                c.base_url or "",
+                actions={
+                    a: (spec.method or "POST", spec.path or "/" + a)
+                    for a, spec in c.actions.items()
+                },
+                headers=dict(c.headers),
+                timeout_seconds=c.timeout_seconds,
+            )
+        elif c.type == "python":
+            out[name] = PythonConnector(name, c.function or "")
+    return out
+
+
+def channels_of(values: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(values))

@@ -1,0 +1,52 @@
+"""Held calls: the lookups that ``POST /v1/calls`` needs beyond runs and takeover requests."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+from engine.model import TakeoverKind, TakeoverRequest, TakeoverStatus
+from engine.store import tables as t
+from engine.store.base import StoreBase, takeover_from_row
+
+
+class CallStore(StoreBase):
+    async def recent_release(self, binding_hash: str, since: datetime) -> TakeoverRequest | None:
+        """The newest policy request for this exact call (``binding_hash``) released at or
+        after ``since``: an approval an identical call may reuse. None when there is none."""
+
+        async def work(conn: AsyncConnection) -> TakeoverRequest | None:
+            tr = t.takeover_requests
+            q = (
+                select(tr)
+                .where(
+                    tr.c.binding_hash == binding_hash,
+                    tr.c.kind == TakeoverKind.POLICY.value,
+                    tr.c.status == TakeoverStatus.RELEASED.value,
+                    tr.c.released_at >= since,
+                )
+                .order_by(tr.c.released_at.desc())
+                .limit(1)
+            )
+            row = (await conn.execute(q)).mappings().one_or_none()
+            return takeover_from_row(row) if row is not None else None
+
+        return await self.db.transact(work, write=False)
+
+    async def call_request(self, run_id: str) -> TakeoverRequest | None:
+        """The policy request a held call's run was created with (None: it was not held)."""
+
+        async def work(conn: AsyncConnection) -> TakeoverRequest | None:
+            tr = t.takeover_requests
+            q = (
+                select(tr)
+                .where(tr.c.run_id == run_id, tr.c.kind == TakeoverKind.POLICY.value)
+                .order_by(tr.c.created_at.desc())
+                .limit(1)
+            )
+            row = (await conn.execute(q)).mappings().one_or_none()
+            return takeover_from_row(row) if row is not None else None
+
+        return await self.db.transact(work, write=False)

@@ -1,0 +1,67 @@
+"""Replicas wake each other with PostgreSQL LISTEN/NOTIFY; polling stays as the fallback.
+
+Every transaction that makes a run ready (or queues chat messages) calls
+``engine.store.db.mark_ready``; ``Database.transact`` then sends ``NOTIFY`` inside that
+transaction, so the notification goes out exactly when the change commits. Each replica keeps
+one listening connection and reconnects when it drops. SQLite has one process: there the wake-up
+is the in-process event alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy.engine import make_url
+
+from engine.store.db import READY_CHANNEL
+
+log = logging.getLogger(__name__)
+
+
+class PgListener:
+    """Calls ``on_notify`` whenever another replica commits ready work."""
+
+    def __init__(self, url: str, on_notify: Callable[[], None]) -> None:
+        u = make_url(url)
+        self._dsn = u.set(drivername="postgresql").render_as_string(hide_password=False)
+        self._on_notify = on_notify
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="signoff-pg-listener")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        import asyncpg  # only the PostgreSQL deployment needs it loaded
+
+        delay = 0.5
+        while True:
+            conn: Any = None
+            try:
+                conn = await asyncpg.connect(self._dsn)
+                lost = asyncio.Event()
+                conn.add_termination_listener(lambda _c, lost=lost: lost.set())
+                await conn.add_listener(READY_CHANNEL, lambda *_args: self._on_notify())
+                delay = 0.5
+                self._on_notify()  # whatever was committed while we were not listening
+                await lost.wait()
+                log.warning("LISTEN connection lost; reconnecting")
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("LISTEN connection failed (%s); polling until it is back", exc)
+            finally:
+                if conn is not None and not conn.is_closed():
+                    with contextlib.suppress(Exception):
+                        await conn.close()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 10.0)

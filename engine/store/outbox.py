@@ -1,0 +1,144 @@
+"""The outbox: chat messages written with the events that caused them, delivered later.
+
+A dispatcher claims due messages for a short time (so two replicas never send the same one at
+once), then marks each sent, to retry at a time, or failed for good."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.engine import Connection
+
+from engine.model import OutboxRecord
+from engine.store import tables as t
+from engine.store.base import StoreBase
+
+PENDING, SENT, FAILED = "pending", "sent", "failed"
+
+
+def _record(row: object) -> OutboxRecord:
+    r = row._mapping  # type: ignore[attr-defined]
+    return OutboxRecord(
+        id=r["id"],
+        channel=r["channel"],
+        kind=r["kind"],
+        dedupe_key=r["dedupe_key"],
+        payload=r["payload"],
+        run_id=r["run_id"],
+        request_id=r["request_id"],
+        attempts=r["attempts"],
+        created_at=r["created_at"],
+    )
+
+
+class OutboxStore(StoreBase):
+    async def claim_outbox(
+        self, owner: str, now: datetime, *, limit: int = 100, hold: timedelta
+    ) -> list[OutboxRecord]:
+        """Due messages, oldest first, claimed by ``owner`` until ``now + hold``."""
+
+        def work(conn: Connection) -> list[OutboxRecord]:
+            ob = t.outbox
+            due = and_(
+                ob.c.status == PENDING,
+                ob.c.next_attempt_at <= now,
+                or_(ob.c.claimed_until.is_(None), ob.c.claimed_until < now),
+            )
+            pick = select(ob.c.id).where(due).order_by(ob.c.id).limit(limit)
+            if not self.db.is_sqlite:
+                pick = pick.with_for_update(skip_locked=True)
+            rows = conn.execute(
+                update(ob)
+                .where(ob.c.id.in_(pick.scalar_subquery()))
+                .values(claimed_by=owner, claimed_until=now + hold)
+                .returning(ob)
+            )
+            return sorted((_record(r) for r in rows), key=lambda m: m.id)
+
+        return await self.db.transact(work)
+
+    async def mark_sent(self, message_id: int, owner: str, now: datetime) -> None:
+        def work(conn: Connection) -> None:
+            conn.execute(
+                update(t.outbox)
+                .where(t.outbox.c.id == message_id)
+                .values(
+                    status=SENT,
+                    sent_at=now,
+                    attempts=t.outbox.c.attempts + 1,
+                    claimed_by=None,
+                    claimed_until=None,
+                    error=None,
+                )
+            )
+
+        await self.db.transact(work)
+
+    async def mark_retry(
+        self, message_id: int, owner: str, at: datetime, error: str, *, count: bool = True
+    ) -> None:
+        """Deliver again at ``at`` (``count=False``: it was not attempted, only held back)."""
+
+        def work(conn: Connection) -> None:
+            values: dict[str, object] = {
+                "next_attempt_at": at,
+                "claimed_by": None,
+                "claimed_until": None,
+                "error": error[:2000],
+            }
+            if count:
+                values["attempts"] = t.outbox.c.attempts + 1
+            conn.execute(update(t.outbox).where(t.outbox.c.id == message_id).values(values))
+
+        await self.db.transact(work)
+
+    async def release_claims(self, message_ids: list[int], owner: str) -> None:
+        def work(conn: Connection) -> None:
+            conn.execute(
+                update(t.outbox)
+                .where(t.outbox.c.id.in_(message_ids), t.outbox.c.claimed_by == owner)
+                .values(claimed_by=None, claimed_until=None)
+            )
+
+        if message_ids:
+            await self.db.transact(work)
+
+    async def mark_failed(self, message_id: int, error: str) -> None:
+        def work(conn: Connection) -> None:
+            conn.execute(
+                update(t.outbox)
+                .where(t.outbox.c.id == message_id)
+                .values(
+                    status=FAILED,
+                    error=error[:2000],
+                    attempts=t.outbox.c.attempts + 1,
+                    claimed_by=None,
+                    claimed_until=None,
+                )
+            )
+
+        await self.db.transact(work)
+
+    async def outbox_counts(self) -> dict[str, int]:
+        def work(conn: Connection) -> dict[str, int]:
+            rows = conn.execute(select(t.outbox.c.status, func.count()).group_by(t.outbox.c.status))
+            return {status: int(n) for status, n in rows.all()}
+
+        return await self.db.transact(work, write=False)
+
+    async def outbox_messages(
+        self, *, run_id: str | None = None, status: str | None = None, limit: int = 1000
+    ) -> list[tuple[OutboxRecord, str, str | None]]:
+        """Messages with their status and last error (for tests and the console)."""
+
+        def work(conn: Connection) -> list[tuple[OutboxRecord, str, str | None]]:
+            q = select(t.outbox).order_by(t.outbox.c.id).limit(limit)
+            if run_id is not None:
+                q = q.where(t.outbox.c.run_id == run_id)
+            if status is not None:
+                q = q.where(t.outbox.c.status == status)
+            rows = conn.execute(q)
+            return [(_record(r), r._mapping["status"], r._mapping["error"]) for r in rows]
+
+        return await self.db.transact(work, write=False)

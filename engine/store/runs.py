@@ -1,0 +1,374 @@
+"""Runs and their journal: create, claim with a lease, append (fenced), park, finish."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy.engine import Connection
+
+from engine.errors import NotFound, TransitionRefused
+from engine.model import (
+    RUN_ALLOWED,
+    JournalEntry,
+    JournalEvent,
+    NewEvent,
+    OutboxMessage,
+    Run,
+    RunStatus,
+    TakeoverRequest,
+    sources_of,
+)
+from engine.store import tables as t
+from engine.store.base import (
+    StoreBase,
+    append_journal,
+    insert_outbox,
+    journal_from_row,
+    run_from_row,
+    takeover_values,
+)
+from engine.store.db import mark_ready
+
+
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    id: str
+    workflow: str
+    input: dict[str, Any]
+    requested_by: str | None = None
+    agent: str | None = None
+    parent_run_id: str | None = None
+    parent_step_id: str | None = None
+    idempotency_key: str | None = None
+    status: RunStatus = RunStatus.QUEUED
+
+
+class RunStore(StoreBase):
+    async def create_run(
+        self,
+        new: NewRun,
+        now: datetime,
+        events: Sequence[NewEvent] = (),
+        *,
+        takeover: TakeoverRequest | None = None,
+        outbox: Sequence[OutboxMessage] = (),
+    ) -> tuple[Run, bool]:
+        """Insert a run with its ``run_started`` event (and ``events``; a held call is created
+        parked, with its takeover request). With an idempotency key already used, returns the
+        existing run and ``False``."""
+
+        def work(conn: Connection) -> tuple[Run, bool]:
+            created = _insert_run(conn, self, new, now, events)
+            if created and takeover is not None:
+                conn.execute(insert(t.takeover_requests).values(takeover_values(takeover)))
+            if created:
+                insert_outbox(conn, self, outbox, now)
+            if not created:
+                row = (
+                    (
+                        conn.execute(
+                            select(t.runs).where(t.runs.c.idempotency_key == new.idempotency_key)
+                        )
+                    )
+                    .mappings()
+                    .one()
+                )
+                return run_from_row(row), False
+            q = select(t.runs).where(t.runs.c.id == new.id)
+            return run_from_row((conn.execute(q)).mappings().one()), True
+
+        return await self.db.transact(work)
+
+    async def get_run(self, run_id: str) -> Run:
+        def work(conn: Connection) -> Run:
+            row = (
+                (conn.execute(select(t.runs).where(t.runs.c.id == run_id))).mappings().one_or_none()
+            )
+            if row is None:
+                raise NotFound(f"run {run_id} not found", run_id=run_id)
+            return run_from_row(row)
+
+        return await self.db.transact(work, write=False)
+
+    async def list_runs(
+        self, *, status: RunStatus | None = None, workflow: str | None = None, limit: int = 100
+    ) -> list[Run]:
+        def work(conn: Connection) -> list[Run]:
+            q = select(t.runs).order_by(t.runs.c.created_at.desc()).limit(limit)
+            if status is not None:
+                q = q.where(t.runs.c.status == status.value)
+            if workflow is not None:
+                q = q.where(t.runs.c.workflow == workflow)
+            return [run_from_row(r) for r in (conn.execute(q)).mappings()]
+
+        return await self.db.transact(work, write=False)
+
+    async def count_runs(self, status: RunStatus) -> int:
+        def work(conn: Connection) -> int:
+            from sqlalchemy import func
+
+            q = select(func.count()).select_from(t.runs).where(t.runs.c.status == status.value)
+            return int((conn.execute(q)).scalar_one())
+
+        return await self.db.transact(work, write=False)
+
+    async def journal(self, run_id: str) -> list[JournalEntry]:
+        def work(conn: Connection) -> list[JournalEntry]:
+            q = select(t.journal).where(t.journal.c.run_id == run_id).order_by(t.journal.c.seq)
+            return [journal_from_row(r) for r in (conn.execute(q)).mappings()]
+
+        return await self.db.transact(work, write=False)
+
+    async def claim_runs(
+        self, owner: str, now: datetime, lease: timedelta, limit: int
+    ) -> list[str]:
+        """Take up to ``limit`` queued runs (or running runs whose lease ran out) for ``owner``."""
+
+        def work(conn: Connection) -> list[str]:
+            ready = or_(
+                t.runs.c.status == RunStatus.QUEUED.value,
+                and_(
+                    t.runs.c.status == RunStatus.RUNNING.value,
+                    t.runs.c.lease_expires_at < now,
+                ),
+            )
+            pick = select(t.runs.c.id).where(ready).order_by(t.runs.c.updated_at).limit(limit)
+            if not self.db.is_sqlite:
+                pick = pick.with_for_update(skip_locked=True)
+            stmt = (
+                update(t.runs)
+                .where(t.runs.c.id.in_(pick.scalar_subquery()))
+                .values(
+                    status=RunStatus.RUNNING.value,
+                    lease_owner=owner,
+                    lease_expires_at=now + lease,
+                )
+                .returning(t.runs.c.id)
+            )
+            return list((conn.execute(stmt)).scalars())
+
+        return await self.db.transact(work)
+
+    async def renew_lease(self, run_id: str, owner: str, until: datetime) -> bool:
+        def work(conn: Connection) -> bool:
+            res = conn.execute(
+                update(t.runs)
+                .where(
+                    t.runs.c.id == run_id,
+                    t.runs.c.lease_owner == owner,
+                    t.runs.c.status == RunStatus.RUNNING.value,
+                )
+                .values(lease_expires_at=until)
+            )
+            return bool(res.rowcount)
+
+        return await self.db.transact(work)
+
+    async def append_events(
+        self,
+        run_id: str,
+        owner: str,
+        events: Sequence[NewEvent],
+        now: datetime,
+        *,
+        finish: RunStatus | None = None,
+        output: Any = None,
+        error: str | None = None,
+        outbox: Sequence[OutboxMessage] = (),
+        parent_wakeup: tuple[str, NewEvent] | None = None,
+    ) -> int:
+        """Append events as the lease holder (fenced: a worker that lost its lease is refused).
+        ``finish`` ends the run (completed/failed) in the same transaction, and wakes its parent
+        run when it has one. Returns the first sequence number appended."""
+
+        def work(conn: Connection) -> int:
+            values: dict[str, Any] = {}
+            if finish is not None:
+                values = {
+                    "status": finish.value,
+                    "lease_owner": None,
+                    "lease_expires_at": None,
+                    "output": output,
+                    "error": error,
+                }
+            first = append_journal(
+                conn,
+                run_id,
+                events,
+                now,
+                where=_fence(owner),
+                values=values,
+                refused="the run's lease is held by another worker or the run has ended",
+            )
+            if parent_wakeup is not None:
+                parent_id, parent_event = parent_wakeup
+                _wake_parent(conn, parent_id, parent_event, now)
+            insert_outbox(conn, self, outbox, now)
+            return first
+
+        return await self.db.transact(work)
+
+    async def park_run(
+        self,
+        run_id: str,
+        owner: str,
+        events: Sequence[NewEvent],
+        now: datetime,
+        *,
+        takeover: TakeoverRequest | None = None,
+        child: NewRun | None = None,
+        child_events: Sequence[NewEvent] = (),
+        outbox: Sequence[OutboxMessage] = (),
+    ) -> int:
+        """Move a running run to ``waiting`` and give up its lease, creating the takeover
+        request or the child run it waits for, all in one transaction."""
+
+        def work(conn: Connection) -> int:
+            first = append_journal(
+                conn,
+                run_id,
+                events,
+                now,
+                where=_fence(owner),
+                values={
+                    "status": RunStatus.WAITING.value,
+                    "lease_owner": None,
+                    "lease_expires_at": None,
+                },
+                refused="the run's lease is held by another worker or the run has ended",
+            )
+            if takeover is not None:
+                conn.execute(insert(t.takeover_requests).values(takeover_values(takeover)))
+            if child is not None:
+                _insert_run(conn, self, child, now, child_events)
+            insert_outbox(conn, self, outbox, now)
+            return first
+
+        return await self.db.transact(work)
+
+    async def requeue_run(self, run_id: str, owner: str, now: datetime) -> bool:
+        """Give a claimed run back to the queue (shutdown): another worker resumes it."""
+
+        def work(conn: Connection) -> bool:
+            res = conn.execute(
+                update(t.runs)
+                .where(t.runs.c.id == run_id, *_fence(owner))
+                .values(
+                    status=RunStatus.QUEUED.value,
+                    lease_owner=None,
+                    lease_expires_at=None,
+                    updated_at=now,
+                )
+            )
+            mark_ready(conn)
+            return bool(res.rowcount)
+
+        return await self.db.transact(work)
+
+    async def fail_run_unowned(self, run_id: str, error: str, now: datetime) -> bool:
+        """Fail a non-terminal run from outside a worker (e.g. its workflow was deleted)."""
+
+        def work(conn: Connection) -> bool:
+            try:
+                append_journal(
+                    conn,
+                    run_id,
+                    [NewEvent(JournalEvent.RUN_FAILED, data={"error": error})],
+                    now,
+                    where=[
+                        t.runs.c.status.in_(
+                            [s.value for s in sources_of(RunStatus.FAILED, RUN_ALLOWED)]
+                        )
+                    ],
+                    values={
+                        "status": RunStatus.FAILED.value,
+                        "error": error,
+                        # an ended run holds no lease (like finish and cancel)
+                        "lease_owner": None,
+                        "lease_expires_at": None,
+                    },
+                )
+            except (TransitionRefused, NotFound):
+                return False
+            return True
+
+        return await self.db.transact(work)
+
+
+def _fence(owner: str) -> list[Any]:
+    return [t.runs.c.lease_owner == owner, t.runs.c.status == RunStatus.RUNNING.value]
+
+
+def _insert_run(
+    conn: Connection,
+    store: StoreBase,
+    new: NewRun,
+    now: datetime,
+    events: Sequence[NewEvent],
+) -> bool:
+    started = [
+        NewEvent(
+            JournalEvent.RUN_STARTED,
+            data={"workflow": new.workflow, "requestedBy": new.requested_by, "agent": new.agent},
+        ),
+        *events,
+    ]
+    values = {
+        "id": new.id,
+        "workflow": new.workflow,
+        "status": new.status.value,
+        "input": new.input,
+        "requested_by": new.requested_by,
+        "agent": new.agent,
+        "parent_run_id": new.parent_run_id,
+        "parent_step_id": new.parent_step_id,
+        "idempotency_key": new.idempotency_key,
+        "next_seq": 1 + len(started),
+        "created_at": now,
+        "updated_at": now,
+    }
+    if new.status == RunStatus.QUEUED:
+        mark_ready(conn)
+    if new.idempotency_key is not None:
+        stmt = store.insert_ignore(t.runs).values(values)
+        stmt = stmt.on_conflict_do_nothing(index_elements=["idempotency_key"])
+        if not (conn.execute(stmt)).rowcount:
+            return False
+    else:
+        conn.execute(insert(t.runs).values(values))
+    conn.execute(
+        insert(t.journal),
+        [
+            {
+                "run_id": new.id,
+                "seq": i + 1,
+                "step_id": ev.step_id,
+                "event": ev.event.value,
+                "data": ev.data,
+                "at": now,
+            }
+            for i, ev in enumerate(started)
+        ],
+    )
+    return True
+
+
+def _wake_parent(conn: Connection, parent_id: str, event: NewEvent, now: datetime) -> None:
+    """A child run ended: put its waiting parent back in the queue (in the child's transaction,
+    so a crash cannot strand the parent)."""
+    try:
+        append_journal(
+            conn,
+            parent_id,
+            [event],
+            now,
+            where=[t.runs.c.status == RunStatus.WAITING.value],
+            values={"status": RunStatus.QUEUED.value},
+        )
+        mark_ready(conn)
+    except TransitionRefused:
+        pass  # the parent was cancelled meanwhile: nothing to wake

@@ -1,0 +1,189 @@
+"""Workers: claim queued runs with a lease and advance them; sweep expired requests.
+
+Concurrency is bounded per process. A run in ``waiting`` holds no task, no coroutine and no
+lease: only runs being advanced right now have a task here. A lease is renewed while its run
+is advanced; a process that dies stops renewing, and another takes the run over when the lease
+runs out (the journal fences the old owner out: its writes are refused).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+
+from engine.errors import SignoffError
+from engine.interpreter import Interpreter
+from engine.ports import Clock
+from engine.store import OutboxFor, SqlStore
+
+log = logging.getLogger(__name__)
+
+
+class Workers:
+    def __init__(
+        self,
+        store: SqlStore,
+        interpreter: Interpreter,
+        clock: Clock,
+        *,
+        owner: str,
+        concurrency: int = 8,
+        lease: timedelta = timedelta(seconds=30),
+        poll_seconds: float = 2.0,
+    ) -> None:
+        self.store = store
+        self.interpreter = interpreter
+        self.clock = clock
+        self.owner = owner
+        self.concurrency = concurrency
+        self.lease = lease
+        self.poll_seconds = poll_seconds
+        self._wakeup = asyncio.Event()
+        self._active: set[asyncio.Task[None]] = set()
+        self._loop_task: asyncio.Task[None] | None = None
+        self._stopping = False
+
+    @property
+    def active(self) -> int:
+        return len(self._active)
+
+    def wake(self) -> None:
+        """Something became ready: claim now rather than at the next poll."""
+        self._wakeup.set()
+
+    def start(self) -> None:
+        self._loop_task = asyncio.create_task(self._loop(), name=f"signoff-workers-{self.owner}")
+
+    async def stop(self, grace_seconds: float = 10.0) -> None:
+        """Stop claiming; let in-flight runs reach a commit point, then give the rest back."""
+        self._stopping = True
+        self._wakeup.set()
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+        if self._active:
+            _, still = await asyncio.wait(self._active, timeout=grace_seconds)
+            for task in still:
+                task.cancel()
+            if still:
+                await asyncio.gather(*still, return_exceptions=True)
+
+    async def _loop(self) -> None:
+        while not self._stopping:
+            self._wakeup.clear()
+            claimed = 0
+            free = self.concurrency - len(self._active)
+            if free > 0:
+                try:
+                    ids = await self.store.claim_runs(
+                        self.owner, self.clock.now(), self.lease, free
+                    )
+                except SignoffError as exc:
+                    log.warning("claiming runs failed: %s", exc)
+                    ids = []
+                claimed = len(ids)
+                for run_id in ids:
+                    task = asyncio.create_task(self._advance(run_id), name=f"run-{run_id}")
+                    self._active.add(task)
+                    task.add_done_callback(self._done)
+            if claimed and claimed == free:
+                await asyncio.sleep(0)  # more may be waiting: claim again once a slot frees
+                if len(self._active) >= self.concurrency:
+                    await self._wait(self.poll_seconds)
+                continue
+            if claimed:
+                continue
+            await self._wait(self.poll_seconds)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._active.discard(task)
+        self._wakeup.set()  # a free slot: look for more work
+
+    async def _wait(self, timeout: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wakeup.wait(), timeout)
+
+    async def _advance(self, run_id: str) -> None:
+        heartbeat = asyncio.create_task(self._heartbeat(run_id))
+        try:
+            await self.interpreter.advance(run_id, self.owner)
+        except asyncio.CancelledError:
+            raise
+        except SignoffError as exc:
+            log.warning("run %s: %s (the lease will hand it to another attempt)", run_id, exc)
+        except Exception:
+            log.exception("run %s: unexpected error (the lease will hand it on)", run_id)
+        finally:
+            heartbeat.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await heartbeat
+
+    async def _heartbeat(self, run_id: str) -> None:
+        interval = max(self.lease.total_seconds() / 3, 0.05)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                kept = await self.store.renew_lease(
+                    run_id, self.owner, self.clock.now() + self.lease
+                )
+            except SignoffError as exc:
+                log.warning("renewing the lease of %s failed: %s", run_id, exc)
+                continue
+            if not kept:
+                return
+
+
+class Sweeper:
+    """Expires pending requests past ``expiresAt``, exactly once even with several replicas."""
+
+    def __init__(
+        self,
+        store: SqlStore,
+        clock: Clock,
+        *,
+        on_requeue: Callable[[], None] | None = None,
+        outbox: OutboxFor | None = None,
+        interval_seconds: float = 1.0,
+        batch: int = 500,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.on_requeue = on_requeue
+        self.outbox = outbox
+        self.interval = interval_seconds
+        self.batch = batch
+        self._task: asyncio.Task[None] | None = None
+
+    async def sweep_once(self) -> int:
+        """Expire everything due now; returns how many requests expired."""
+        total = 0
+        while True:
+            expired = await self.store.expire_due(
+                self.clock.now(), limit=self.batch, outbox=self.outbox
+            )
+            total += len(expired)
+            if expired and self.on_requeue is not None:
+                self.on_requeue()
+            if len(expired) < self.batch:
+                return total
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="signoff-sweeper")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _loop(self) -> None:
+        while True:
+            try:
+                await self.sweep_once()
+            except SignoffError as exc:
+                log.warning("sweep failed: %s", exc)
+            await asyncio.sleep(self.interval)

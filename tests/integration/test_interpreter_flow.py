@@ -1,0 +1,58 @@
+"""A run parks at an approval, holds nothing, and resumes from it when released."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.model import JournalEvent, RunStatus, TakeoverStatus
+from tests.support.engines import AGENT, make_engine, person, wait_status
+
+REFUND = """
+refund:
+  nodes:
+    - {id: lookup, type: connector, connector: demo-ledger, action: lookup,
+       args: {order: "{{ input.order }}"}}
+    - {id: approve, type: approval, reason: "Refund {{ input.amount }} for {{ input.order }}",
+       channels: [web], onDeny: denied}
+    - {id: refund, type: connector, connector: demo-ledger, action: refund,
+       args: {order: "{{ input.order }}", amount: "{{ input.amount }}"}, next: end}
+    - {id: denied, type: connector, connector: demo-ledger, action: note,
+       args: {text: "refund refused"}}
+"""
+
+
+@pytest.fixture
+async def engine(migrated_db_url):
+    eng = make_engine(migrated_db_url, REFUND)
+    await eng.start()
+    yield eng
+    await eng.stop()
+
+
+async def test_park_and_release(engine):
+    run, created = await engine.start_run("refund", {"order": "A-1", "amount": 42}, AGENT)
+    assert created
+    assert await wait_status(engine, run.id, RunStatus.WAITING) == RunStatus.WAITING
+    (request,) = await engine.store.list_takeovers(run_id=run.id)
+    assert request.status == TakeoverStatus.PENDING
+    assert request.details["args"] == {"order": "A-1", "amount": 42}
+    assert request.reason == "Refund 42 for A-1"
+    assert engine.workers.active == 0  # parked: no task holds it
+
+    await engine.approvals.grant(request.id, person("bob"), release=True, notes="ok")
+    assert await wait_status(engine, run.id, RunStatus.COMPLETED) == RunStatus.COMPLETED
+    ledger = await engine.store.ledger(run_id=run.id)
+    assert [row["action"] for row in ledger] == ["lookup", "refund"]
+    events = [e.event for e in await engine.store.journal(run.id)]
+    assert events.count(JournalEvent.STEP_COMPLETED) == 3
+    assert events[-1] == JournalEvent.RUN_COMPLETED
+
+
+async def test_deny_follows_on_deny(engine):
+    run, _ = await engine.start_run("refund", {"order": "A-2", "amount": 5}, AGENT)
+    await wait_status(engine, run.id, RunStatus.WAITING)
+    (request,) = await engine.store.list_takeovers(run_id=run.id)
+    await engine.approvals.deny(request.id, person("carol"), notes="too much")
+    assert await wait_status(engine, run.id, RunStatus.COMPLETED) == RunStatus.COMPLETED
+    ledger = await engine.store.ledger(run_id=run.id)
+    assert [row["action"] for row in ledger] == ["lookup", "note"]

@@ -1,0 +1,72 @@
+"""Build a real engine (real database, real interpreter) for tests, with a manual clock."""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+from collections.abc import Callable
+from typing import Any
+
+from engine.config import parse_config
+from engine.model import Principal, Role, RunStatus
+from engine.ports import ManualClock, SequentialIds
+from engine.runtime import Engine, EngineOptions
+
+PEOPLE = """
+people:
+  alice: {email: alice@example.com, slack: U0ALICE01, teams: aad-alice}
+  bob: {email: bob@example.com, slack: U0BOB0001, teams: aad-bob}
+  carol: {email: carol@example.com, slack: U0CAROL01, teams: aad-carol}
+  dave: {email: dave@example.com, slack: U0DAVE001, teams: aad-dave}
+groups:
+  finance: [alice, bob, carol]
+admins: [alice]
+approvers: [finance]
+"""
+
+
+def make_engine(db_url: str, workflows_yaml: str, *, clock: ManualClock | None = None,
+                extra: str = "", **options: Any) -> Engine:
+    text = (
+        f"database: {{url: '{db_url}'}}\n"
+        "server: {workers: 8, leaseSeconds: 30, pollSeconds: 0.05}\n"
+        + PEOPLE
+        + textwrap.dedent(extra)
+        + "workflows:\n"
+        + textwrap.indent(textwrap.dedent(workflows_yaml), "  ")
+    )
+    config = parse_config(text, {})
+    opts = EngineOptions(
+        clock=clock or ManualClock(), ids=SequentialIds("id"), owner="test-worker", **options
+    )
+    return Engine(config, opts)
+
+
+def person(name: str, role: Role = Role.APPROVER) -> Principal:
+    return Principal(name=name, role=role, person=name)
+
+
+AGENT = Principal(name="token:agent-1", role=Role.AGENT, token="agent-1")
+
+
+async def wait_for(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
+    """Poll an async predicate until it returns something truthy (real work is in flight in
+    the workers; this waits for it, it does not stand in for a clock)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = await predicate()
+        if value:
+            return value
+        if loop.time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.01)
+
+
+async def wait_status(engine: Engine, run_id: str, *statuses: RunStatus) -> RunStatus:
+    async def check() -> RunStatus | None:
+        run = await engine.store.get_run(run_id)
+        return run.status if run.status in statuses else None
+
+    result: RunStatus = await wait_for(check)
+    return result

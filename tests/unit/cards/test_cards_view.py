@@ -1,0 +1,109 @@
+"""build_view reads the request, its run and the gate/policy details."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta, timezone
+
+from cards.samples import SAMPLE_NOW, sample_request, sample_run, sample_view
+from cards.view import build_view, safe_url
+from engine.model import TakeoverKind, TakeoverStatus, Vote
+
+
+def test_sample_view_fields() -> None:
+    view = sample_view("pending")
+    assert view.request_id == "tk_7f3a9c" and view.run_id == "run_51d2e0"
+    assert view.step_id == "refund" and view.kind is TakeoverKind.GATE
+    assert (view.connector, view.action, view.account) == ("demo-ledger", "refund", "ledger-eu")
+    assert (view.agent, view.workflow, view.node_type) == (
+        "support-bot",
+        "refund-demo",
+        "connector",
+    )
+    assert view.title == "demo-ledger · refund"
+    assert view.short_hash == "9c1e5f0a7b3d"
+    assert view.confidence is not None
+    assert view.confidence.detail == "2 of 5 samples said execute"
+    assert view.confidence.decision == "divert"
+    assert view.quorum == "1 of 2 approvals"
+    assert view.actions == ("grant", "deny", "takeover") and not view.is_final
+    assert view.expires_in_minutes == 29
+    assert view.arguments_json is not None and view.arguments_json.startswith('{\n  "amount"')
+
+
+def test_states_and_actions() -> None:
+    assert sample_view("granted").actions == ("release",)
+    for state in ("released", "denied", "expired", "cancelled"):
+        view = sample_view(state)
+        assert view.actions == () and view.is_final and view.expires_in_minutes is None
+
+
+def test_details_win_over_run_and_malformed_details_are_left_out() -> None:
+    request = replace(
+        sample_request(),
+        details={
+            "args": {"a": 1},
+            "summary": "Send 3 emails",
+            "confidence": {"score": True, "threshold": "high", "estimator": 7},
+            "policy": {"rule": "no decision"},
+            "bindingHash": "abcdef0123456789abcdef",
+        },
+        requested_by=None,
+    )
+    view = build_view(request, sample_run(), approval_url=None, run_url=None)
+    assert view.title == "Send 3 emails"
+    assert view.agent == "support-bot" and view.workflow == "refund-demo"  # from the run
+    assert view.requested_by == "carol"
+    assert view.confidence is not None
+    assert (view.confidence.score, view.confidence.threshold) == (None, None)
+    assert view.confidence.estimator == "7" and view.confidence.decision is None
+    assert view.policy is None
+    assert view.short_hash == "abcdef012345"
+    assert view.now is None and view.expires_in_minutes is None
+
+
+def test_title_fallbacks() -> None:
+    bare = replace(sample_request(), details={})
+    assert build_view(bare, None, approval_url=None, run_url=None).title == "Approve step refund"
+    manual = replace(bare, kind=TakeoverKind.MANUAL)
+    title = build_view(manual, None, approval_url=None, run_url=None).title
+    assert title == "Take over run run_51d2e0"
+    assert build_view(bare, None, approval_url=None, run_url=None).arguments_json is None
+
+
+def test_quorum_and_votes() -> None:
+    request = replace(
+        sample_request(),
+        approvals_required=3,
+        votes=(Vote("a", SAMPLE_NOW, None), Vote("b", SAMPLE_NOW, "ok")),
+    )
+    view = build_view(request, None, approval_url=None, run_url=None)
+    assert view.quorum == "2 of 3 approvals"
+    assert [v.person for v in view.approvals] == ["a", "b"]
+    single = build_view(replace(request, approvals_required=1, votes=()), None,
+                        approval_url=None, run_url=None)  # fmt: skip
+    assert single.quorum == "0 of 1 approval"
+
+
+def test_times_are_aware_utc() -> None:
+    naive = datetime(2025, 1, 1, 12, 0)
+    east = datetime(2025, 1, 1, 14, 0, tzinfo=timezone(timedelta(hours=2)))
+    request = replace(
+        sample_request(),
+        created_at=naive,
+        expires_at=east,
+        status=TakeoverStatus.DENIED,
+        decided_at=east,
+    )
+    view = build_view(request, None, approval_url=None, run_url=None, now=naive)
+    assert view.created_at == datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+    assert view.expires_at == datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
+    assert view.decided_at == view.expires_at
+
+
+def test_safe_url() -> None:
+    assert safe_url("https://signoff.example.com/a?b=1&c=2") is not None
+    assert safe_url("HTTP://x.example") is not None
+    for bad in ("javascript:alert(1)", "https://x/a|b", "https://x/<a>", "https://x y",
+                "https://x/\u202e", "/relative", None, 42, "https://\u017f.example"):  # fmt: skip
+        assert safe_url(bad) is None, bad
