@@ -153,9 +153,12 @@ async def main(runs: int, sample: int, db: str) -> None:
             await asyncio.sleep(0.0005)
         latencies.append((act.called[run_id] - released) * 1000)
 
-    # -- decisions per second: the rest, 32 at a time -------------------------------------------
+    # -- decisions per second: the rest, 32 at a time, workers paused -------------------------
+    # Deciding and resuming compete for one writer; measure each on its own, then together.
+    await engine.workers.stop()
     rest = run_ids[sample:]
-    queue = iter(rest)
+    half = len(rest) // 2
+    queue = iter(rest[:half])
 
     async def decide() -> None:
         for run_id in queue:
@@ -165,23 +168,42 @@ async def main(runs: int, sample: int, db: str) -> None:
     await asyncio.gather(*(decide() for _ in range(32)))
     decide_seconds = time.perf_counter() - started
 
+    engine.workers.start()
+    done_before = await engine.store.count_runs(RunStatus.COMPLETED)
+
+    async def resumed() -> bool:
+        return await engine.store.count_runs(RunStatus.COMPLETED) >= done_before + half
+
+    started = time.perf_counter()
+    await wait_until(resumed, timeout=max(600, runs / 10))
+    resume_seconds = time.perf_counter() - started
+
+    # -- both at once: the other half decided while workers resume them ----------------------
+    queue = iter(rest[half:])
+    started = time.perf_counter()
+    await asyncio.gather(*(decide() for _ in range(32)))
+    mixed_decide_seconds = time.perf_counter() - started
+
     async def all_done() -> bool:
         return await engine.store.count_runs(RunStatus.COMPLETED) >= runs
 
     await wait_until(all_done, timeout=max(600, runs / 10))
-    resume_seconds = time.perf_counter() - started
+    mixed_seconds = time.perf_counter() - started
     await engine.stop()
     commit_rate = bare_commit_rate(db_path) if db == "sqlite" else float("nan")
 
-    decisions = len(rest) / decide_seconds if rest else float("nan")
+    decisions = half / decide_seconds if half else float("nan")
+    mixed = len(rest) - half
     print(f"runs                         {runs}")
     print(f"park rate                    {runs / park_seconds:,.0f} runs/s")
     print(f"asyncio tasks idle / parked  {idle_tasks} / {parked_tasks}")
     print(f"RSS before / after parking   {rss_before / 2**20:.1f} MiB / {rss_after / 2**20:.1f} MiB"
           f"  (+{(rss_after - rss_before) / 2**20:.1f} MiB)")
     print(f"bytes per parked run         {(rss_after - rss_before) / runs:,.0f}")
-    print(f"decisions/s (32 concurrent)  {decisions:,.0f}")
-    print(f"resume rate (decide->done)   {len(rest) / resume_seconds:,.0f} runs/s")
+    print(f"decisions/s (32 concurrent)  {decisions:,.0f}   (workers paused, n={half})")
+    print(f"resume rate                  {half / resume_seconds:,.0f} runs/s (decided runs -> act)")
+    print(f"decide while resuming        {mixed / mixed_decide_seconds:,.0f} decisions/s, "
+          f"{mixed / mixed_seconds:,.0f} runs/s completed (n={mixed})")
     print(f"release-to-act, one at a time (n={len(latencies)}): "
           f"p50 {statistics.median(latencies):.2f} ms, p99 {pct(latencies, 99):.2f} ms")
     if db == "sqlite":

@@ -15,6 +15,9 @@ from bot.api.errors import error_middleware
 from bot.api.routing import Handler, mount
 from bot.keys import CONFIG, ENGINE
 from bot.metrics import LATENCY, REQUESTS
+from bot.slack import install as install_slack
+from bot.teams import install as install_teams
+from bot.web import install as install_web
 from engine.config import AppConfig
 from engine.runtime import Engine, EngineOptions
 
@@ -58,6 +61,9 @@ def create_app(
     app[CONFIG] = config
     app[ENGINE] = engine
     mount(app, route_tables())
+    install_slack(app, engine)
+    install_teams(app, engine)
+    install_web(app, engine)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         if run_background:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from engine import notify
 from engine.errors import Forbidden, InvalidRequest
@@ -21,7 +22,9 @@ from engine.model import (
     TimeoutBehavior,
 )
 from engine.ports import Clock, IdSource
-from engine.store import SqlStore
+
+if TYPE_CHECKING:  # the store's own modules import rules from here
+    from engine.store import SqlStore
 
 MAX_TIMEOUT_MINUTES = 1440
 MAX_NOTES = 4000

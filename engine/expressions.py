@@ -9,19 +9,42 @@ renders to a string.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError, Undefined
+from jinja2 import StrictUndefined, Template, TemplateError, Undefined
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from engine.errors import StepError
 
-_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
-_LENIENT = ImmutableSandboxedEnvironment(undefined=Undefined, autoescape=False)
+class _DataEnvironment(ImmutableSandboxedEnvironment):
+    """Arguments are JSON data: ``input.items`` is the ``items`` field, not ``dict.items``.
+    (jinja2 tries the attribute first; here a mapping's key wins.)"""
+
+    def getattr(self, obj: Any, attribute: str) -> Any:
+        if isinstance(obj, Mapping) and attribute in obj:
+            return obj[attribute]
+        return super().getattr(obj, attribute)
+
+
+_ENV = _DataEnvironment(undefined=StrictUndefined, autoescape=False)
+_LENIENT = _DataEnvironment(undefined=Undefined, autoescape=False)
+_DATA = (str, int, float, bool, type(None), list, dict, tuple)
 _SINGLE = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
 _MARKERS = ("{{", "{%", "{#")
+
+
+@functools.lru_cache(maxsize=4096)
+def _template(text: str, strict: bool) -> Template:
+    """Compiling a template costs about a millisecond; workflows reuse the same few texts."""
+    return (_ENV if strict else _LENIENT).from_string(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _expression(source: str) -> Callable[..., Any]:
+    return _ENV.compile_expression(source, undefined_to_none=False)
 
 
 def is_template(text: str) -> bool:
@@ -45,9 +68,8 @@ def render_text(template: str, context: Mapping[str, Any], *, strict: bool = Fal
     renders empty rather than failing the step that only wanted to describe itself."""
     if not is_template(template):
         return template
-    env = _ENV if strict else _LENIENT
     try:
-        return env.from_string(template).render(**context)
+        return _template(template, strict).render(**context)
     except TemplateError as exc:
         if strict:
             raise StepError(f"expression {template!r} failed: {exc}") from exc
@@ -75,13 +97,16 @@ def _evaluate_text(text: str, context: Mapping[str, Any]) -> Any:
     try:
         single = _SINGLE.match(text)
         if single is not None:
-            value = _ENV.compile_expression(single.group("expr"), undefined_to_none=False)(
-                **context
-            )
+            value = _expression(single.group("expr"))(**context)
             if isinstance(value, Undefined):
                 value._fail_with_undefined_error()
+            if not isinstance(value, _DATA):
+                raise StepError(
+                    f"expression {text!r} gives a {type(value).__name__}, not data "
+                    "(a string, number, boolean, list, mapping or null)"
+                )
             return value
-        return _ENV.from_string(text).render(**context)
+        return _template(text, True).render(**context)
     except TemplateError as exc:
         raise StepError(f"expression {text!r} failed: {exc}") from exc
     except (ArithmeticError, TypeError, ValueError, LookupError) as exc:

@@ -85,10 +85,12 @@ class Services:
     clock: Clock
     ids: IdSource
     expand_people: Callable[[Sequence[str]], tuple[str, ...]]
+    default_approvers: tuple[str, ...] = ()  # app.yaml `approvers:`: a node naming nobody
     sampler: Sampler | None = None
     gate: StepGate | None = None
     wake: Callable[[], None] = lambda: None  # runs became ready
     wake_outbox: Callable[[], None] = lambda: None  # chat messages were queued
+    stopping: Callable[[], bool] = lambda: False  # the process is shutting down
 
 
 class Interpreter:
@@ -110,10 +112,9 @@ class Interpreter:
 
     async def _advance_once(self, run_id: str, owner: str) -> RunStatus | None:
         s = self.s
-        run = await s.store.get_run(run_id)
+        run, journal = await s.store.run_and_journal(run_id)
         if run.status != RunStatus.RUNNING or run.lease_owner != owner:
             return None
-        journal = await s.store.journal(run_id)
         walk = _Walk(self, run, owner, journal)
         try:
             workflow = await s.workflows.get(run.workflow)
@@ -223,6 +224,8 @@ class _Walk:
                 self._remember(node, completed.data.get("output"))
                 node = self._follow(workflow, node, completed.data.get("branch"))
                 continue
+            if self.s.stopping() and not step.events:
+                return await self._hand_back()
             parked = await self._manual_takeover(node, step)
             if parked is not None:
                 return parked
@@ -343,7 +346,7 @@ class _Walk:
             reason=render_text(node.reason or _default_reason(node, kind), self.context),
             created_at=now,
             expires_at=now + timedelta(minutes=node.timeout_minutes),
-            approvers=s.expand_people(approvers if approvers is not None else node.approvers),
+            approvers=s.expand_people(approvers or node.approvers or s.default_approvers),
             approvals_required=node.approvals_required,
             allow_self_approval=node.allow_self_approval,
             timeout_behavior=node.timeout_behavior,
@@ -583,6 +586,13 @@ class _Walk:
 
     # -- writing -------------------------------------------------------------------------------
 
+    async def _hand_back(self) -> RunStatus:
+        """Shutting down between steps: record what is done, give the run back to the queue
+        (another process, or this one after a restart, goes on from here)."""
+        await self._commit([])
+        await self.s.store.requeue_run(self.run.id, self.owner, self.s.clock.now())
+        return RunStatus.QUEUED
+
     def _is_started(self, node: Node, step: _Step) -> bool:
         return step.started is not None or any(
             e.event == JournalEvent.STEP_STARTED and e.step_id == node.id for e in self.pending
@@ -670,10 +680,29 @@ class _Walk:
                     {"childRunId": self.run.id, "childStatus": status.value},
                 ),
             )
+        self.outbox += _callback(self.run, status)  # queued with the outcome it announces
         await self._commit(events, finish=status, output=output, error=error, parent_wakeup=wakeup)
         if wakeup is not None:
             self.s.wake()
         return status
+
+
+def _callback(run: Run, status: RunStatus) -> list[OutboxMessage]:
+    """A held call (workflow ``call:...``, see ``engine.call_workflow``) that gave a
+    ``callbackUrl``: its signed outcome (``engine.callbacks``) is queued in the transaction that
+    makes the run final, so a crash neither loses nor repeats it. Other runs never call out."""
+    url = run.input.get("callbackUrl") if run.workflow.startswith("call:") else None
+    if not isinstance(url, str) or not url:
+        return []
+    return [
+        OutboxMessage(
+            channel=f"callback:{run.id}",
+            kind="callback",
+            dedupe_key=f"callback:{run.id}",
+            payload={"url": url, "executionId": run.id, "status": status.value},
+            run_id=run.id,
+        )
+    ]
 
 
 def _default_reason(node: Node, kind: TakeoverKind) -> str:

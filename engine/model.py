@@ -322,3 +322,37 @@ class OutboxRecord:
     request_id: str | None
     attempts: int
     created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ChatThread:
+    """Where a run's messages go in one channel: the root message of its thread."""
+
+    run_id: str
+    channel: str
+    platform: str
+    thread_ref: str  # Slack: the root message ts; Teams: the root activity id
+    data: dict[str, JSON]
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessageRef:
+    """A message we posted, kept so it can be updated (cards) or found again."""
+
+    run_id: str
+    request_id: str | None
+    channel: str
+    platform: str
+    kind: str
+    message_ref: str  # Slack ts, Teams activity id
+    data: dict[str, JSON]
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    """A Teams (or other) conversation the bot can post into proactively."""
+
+    platform: str
+    conversation_id: str
+    name: str | None
+    reference: dict[str, JSON]

@@ -185,4 +185,3 @@ def _with_floor(found: PolicyDecision, floor: PolicyDecision | None) -> PolicyDe
     if floor is None or _STRICTNESS[found.decision] >= _STRICTNESS[floor.decision]:
         return found
     return floor
-

@@ -11,6 +11,9 @@ from typing import Any
 
 from engine import notify
 from engine.approvals import Approvals
+from engine.call_workflow import held_call_connectors, is_call_workflow
+from engine.callbacks import CallbackSink
+from engine.calls import HeldCalls
 from engine.config import AppConfig
 from engine.connectors import ConnectorRegistry
 from engine.connectors.demo_ledger import DemoLedger
@@ -52,10 +55,9 @@ class Engine:
         self.db = Database(config.database.url)
         self.store = SqlStore(self.db)
         self.owner = opts.owner or f"{socket.gethostname()}:{self.ids.new_id()[:8]}"
-        self.connectors = ConnectorRegistry(
-            {**build_connectors(config, self.store, self.clock), **opts.extra_connectors}
-        )
-        self.workflows = WorkflowSource(config.workflows, self.store)
+        built = {**build_connectors(config, self.store, self.clock), **opts.extra_connectors}
+        self.connectors = ConnectorRegistry({**built, **held_call_connectors(built)})
+        self.workflows = WorkflowSource(config.workflows, self.store, connectors=config.connectors)
         # The LLM (ai-steps, the gate's self-consistency) comes from ``llm:`` unless injected.
         # The gate object is always installed, even while off: an admin may switch it on at
         # runtime, and its settings cache makes an idle gate free (no query per step).
@@ -70,10 +72,12 @@ class Engine:
                 clock=self.clock,
                 ids=self.ids,
                 expand_people=config.expand_people,
+                default_approvers=config.approvers,
                 sampler=self.sampler,
                 gate=opts.gate or self.gate,
                 wake=self.wake,
                 wake_outbox=self.wake_outbox,
+                stopping=lambda: self.workers.stopping,
             )
         )
         server = config.server
@@ -98,6 +102,11 @@ class Engine:
         )
         self.dispatcher = Dispatcher(
             self.store, self.clock, opts.sinks, owner=self.owner, poll_seconds=1.0
+        )
+        if "callback" not in self.dispatcher.sinks:
+            self.add_sink("callback", CallbackSink(self.store, self.clock, server.secret_key))
+        self.calls = HeldCalls(
+            config, self.store, self.connectors, self.clock, self.ids, wake=self.wake
         )
         self.listener: PgListener | None = None
         self._started = False
@@ -149,6 +158,8 @@ class Engine:
         """Queue a run of ``workflow``; the same idempotency key returns the same run."""
         if who.role not in (Role.AGENT, Role.ADMIN, Role.APPROVER):
             raise InvalidRequest("unknown role")
+        if is_call_workflow(workflow):  # a held call started as a run would skip its policy
+            raise InvalidRequest("held calls are made through POST /v1/calls, not as runs")
         await self.workflows.get(workflow)  # NotFound for an unknown workflow
         run, created = await self.store.create_run(
             NewRun(

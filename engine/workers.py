@@ -14,6 +14,7 @@ import logging
 from collections.abc import Callable
 from datetime import timedelta
 
+from engine import reminders
 from engine.errors import SignoffError
 from engine.interpreter import Interpreter
 from engine.ports import Clock
@@ -47,6 +48,10 @@ class Workers:
         self._stopping = False
 
     @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    @property
     def active(self) -> int:
         return len(self._active)
 
@@ -55,6 +60,7 @@ class Workers:
         self._wakeup.set()
 
     def start(self) -> None:
+        self._stopping = False
         self._loop_task = asyncio.create_task(self._loop(), name=f"signoff-workers-{self.owner}")
 
     async def stop(self, grace_seconds: float = 10.0) -> None:
@@ -160,6 +166,7 @@ class Sweeper:
 
     async def sweep_once(self) -> int:
         """Expire everything due now; returns how many requests expired."""
+        await reminders.sweep(self.store, self.clock, self.on_requeue)  # before they expire
         total = 0
         while True:
             expired = await self.store.expire_due(

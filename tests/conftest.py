@@ -118,3 +118,12 @@ async def database(migrated_db_url: str) -> AsyncIterator[Database]:
 def sqlite_url(tmp_path: Path) -> str:
     """The URL of an empty SQLite file of its own, for tests that need one dialect only."""
     return _sqlite_file_url(tmp_path)
+
+
+@pytest.fixture
+async def migrated_postgres_url() -> AsyncIterator[str]:
+    """A migrated PostgreSQL database of its own, for what only PostgreSQL does (several
+    replicas, LISTEN/NOTIFY, SKIP LOCKED)."""
+    async with _fresh_postgres_database() as url:
+        await upgrade_to_head(url)
+        yield url

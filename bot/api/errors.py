@@ -41,11 +41,21 @@ def error_response(
     return web.json_response(body, status=http_status)
 
 
+# JSON errors for the API only; web pages render their own (bot.web.pages).
+_API_PATHS = frozenset({"/v1", "/healthz", "/readyz", "/openapi.json"})
+
+
+def is_api_path(path: str) -> bool:
+    return path in _API_PATHS or path.startswith("/v1/")
+
+
 @web.middleware
 async def error_middleware(
     request: web.Request,
     handler: Handler,
 ) -> web.StreamResponse:
+    if not is_api_path(request.path):
+        return await handler(request)
     try:
         response: web.StreamResponse = await handler(request)
         return response

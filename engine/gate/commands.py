@@ -197,7 +197,7 @@ async def run_command(gate: ConfidenceGate, text: str, who: Principal) -> Comman
     where = _where(command.scope, command.key)
     warnings = "".join(f"\nWarning: {w}" for w in result.warnings)
     if not result.changes:
-        (name, value), *_ = command.values.items()
+        (name, value), *_ = result.requested.items()
         text = f"Gate {name} is already {_shown(name, value)}{where}; nothing changed.{warnings}"
         return CommandResult(Outcome.UNCHANGED, text, warnings=result.warnings)
     lines = [

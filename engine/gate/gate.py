@@ -10,7 +10,8 @@ approval carrying its exact arguments and the score (the interpreter parks it on
 ``channels``/``approvers``: the step's own, else ``gate.channels``/``gate.approvers``). With no
 approval channel at all nobody could decide, so it auto-approves and the data says why. An
 estimator that could not produce any answer (every LLM sample failed), or a gate error, diverts
-whatever the threshold: the gate never executes on a guess it could not make.
+whatever the threshold: the gate never executes on a guess it could not make (unless, again, no
+channel exists to divert to; the journal then carries both the error and the auto-approval).
 
 The returned dict is journaled as ``confidence_evaluated`` and shown on the card:
 ``{score, threshold, decision, node_type, estimator, detail, votes?, samples?, base_score?,

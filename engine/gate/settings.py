@@ -118,6 +118,7 @@ class Change:
 class ChangeResult:
     changes: tuple[Change, ...]  # only what actually changed; an equal value is not rewritten
     warnings: tuple[str, ...] = ()
+    requested: Mapping[str, Any] = field(default_factory=dict)  # as stored (after fallbacks)
 
 
 class GateSettings:
@@ -233,7 +234,7 @@ class GateSettings:
             for name in clean
             if name in old
         )
-        return ChangeResult(changes, tuple(warnings))
+        return ChangeResult(changes, tuple(warnings), clean)
 
 
 def check_scope(scope: str, key: str | None) -> tuple[Scope, str]:

@@ -3,15 +3,30 @@
 from __future__ import annotations
 
 from engine.store.calls import CallStore
+from engine.store.chat import ChatStore
 from engine.store.db import Database
+from engine.store.expiry import ExpiryStore
 from engine.store.gate import GateStore
 from engine.store.outbox import OutboxStore
 from engine.store.records import RecordStore
+from engine.store.reminders import ReminderStore
 from engine.store.runs import NewRun, RunStore
 from engine.store.takeovers import OutboxFor, TakeoverStore
+from engine.store.web import WebStore
 
 
-class SqlStore(RunStore, TakeoverStore, RecordStore, OutboxStore, GateStore, CallStore):
+class SqlStore(
+    RunStore,
+    TakeoverStore,
+    ExpiryStore,
+    RecordStore,
+    OutboxStore,
+    ChatStore,
+    GateStore,
+    CallStore,
+    ReminderStore,
+    WebStore,
+):
     """Every store operation, on SQLite or PostgreSQL. Each method is one transaction."""
 
 

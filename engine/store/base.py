@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import ColumnElement, insert, select, update
+from sqlalchemy import ColumnElement, Integer, bindparam, case, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
 from engine.errors import NotFound, TransitionRefused
 from engine.model import (
+    RUN_ALLOWED,
     JournalEntry,
     JournalEvent,
     NewEvent,
@@ -26,6 +28,9 @@ from engine.model import (
 )
 from engine.store import tables as t
 from engine.store.db import Database, mark_ready
+from engine.store.tables import UTCDateTime
+
+_IGNORING: dict[tuple[str, str, tuple[str, ...]], Any] = {}
 
 
 class StoreBase:
@@ -33,6 +38,16 @@ class StoreBase:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+
+    def insert_ignore_on(self, table: Any, *keys: str) -> Any:
+        """``INSERT ... ON CONFLICT (keys) DO NOTHING``, built once per table and dialect."""
+        cache_key = (self.db.dialect, table.name, keys)
+        stmt = _IGNORING.get(cache_key)
+        if stmt is None:
+            stmt = _IGNORING[cache_key] = self.insert_ignore(table).on_conflict_do_nothing(
+                index_elements=list(keys)
+            )
+        return stmt
 
     def insert_ignore(self, table: Any) -> Any:
         """An INSERT that does nothing when a unique key already exists."""
@@ -129,38 +144,93 @@ def journal_from_row(row: Any) -> JournalEntry:
     )
 
 
+class Guard(StrEnum):
+    """What must hold of a run row for an append to go ahead (the fence)."""
+
+    EXISTS = "exists"  # any status (feedback on a finished run)
+    LEASE = "lease"  # running, and leased by ``owner``
+    LIVE = "live"  # not finished
+    WAITING = "waiting"  # parked
+    OPEN = "open"  # queued or running (a takeover can still park it)
+    FAILABLE = "failable"  # running or waiting
+
+
+REQUEUE = case(
+    (t.runs.c.status == RunStatus.WAITING.value, RunStatus.QUEUED.value),
+    else_=t.runs.c.status,
+)
+"""A status value for ``values``: a parked run goes back to the queue, any other keeps its
+status (a decision on a manual takeover request of a run that has not parked yet)."""
+
+_GUARDS: dict[Guard, list[ColumnElement[bool]]] = {
+    Guard.EXISTS: [],
+    Guard.LEASE: [
+        t.runs.c.lease_owner == bindparam("owner"),
+        t.runs.c.status == RunStatus.RUNNING.value,
+    ],
+    Guard.LIVE: [t.runs.c.status.in_([s.value for s in RunStatus if RUN_ALLOWED[s]])],
+    Guard.WAITING: [t.runs.c.status == RunStatus.WAITING.value],
+    Guard.OPEN: [t.runs.c.status.in_([RunStatus.QUEUED.value, RunStatus.RUNNING.value])],
+    Guard.FAILABLE: [t.runs.c.status.in_([RunStatus.RUNNING.value, RunStatus.WAITING.value])],
+}
+_APPENDS: dict[tuple[Guard, tuple[tuple[str, bool], ...]], Any] = {}
+INSERT_JOURNAL = insert(t.journal)
+INSERT_RUN = insert(t.runs)
+INSERT_TAKEOVER = insert(t.takeover_requests)
+_RUN_STATUS = select(t.runs.c.status).where(t.runs.c.id == bindparam("run_id"))
+
+
+def _append_statement(guard: Guard, shape: tuple[tuple[str, bool], ...]) -> Any:
+    """The run-row UPDATE of an append, built once per guard and value shape: building SQL
+    expressions costs several times what executing a prepared one does."""
+    stmt = _APPENDS.get((guard, shape))
+    if stmt is None:
+        values: dict[str, Any] = {
+            "next_seq": t.runs.c.next_seq + bindparam("n", type_=Integer()),
+            "updated_at": bindparam("now", type_=UTCDateTime()),
+        }
+        for key, requeue in shape:
+            values[key] = REQUEUE if requeue else bindparam(f"v_{key}", type_=t.runs.c[key].type)
+        stmt = (
+            update(t.runs)
+            .where(t.runs.c.id == bindparam("run_id"), *_GUARDS[guard])
+            .values(values)
+            .returning(t.runs.c.next_seq)
+        )
+        _APPENDS[(guard, shape)] = stmt
+    return stmt
+
+
 def append_journal(
     conn: Connection,
     run_id: str,
     events: Sequence[NewEvent],
     now: datetime,
     *,
-    where: Sequence[ColumnElement[bool]] = (),
+    guard: Guard = Guard.EXISTS,
+    owner: str | None = None,
     values: Mapping[str, Any] | None = None,
     refused: str = "run is not in a state that allows this",
 ) -> int:
-    """Append ``events`` to a run's journal, guarded by ``where`` on the run row (the fence: a
-    lease owner, an expected status). Returns the sequence number of the first event appended.
-    Raises ``TransitionRefused`` when the guard matches no row."""
+    """Append ``events`` to a run's journal if the run row passes ``guard`` (the fence: a
+    lease owner, an expected status), setting ``values`` on it (``REQUEUE`` for the status of
+    a decision). Returns the sequence number of the first event appended. Raises
+    ``TransitionRefused`` when the guard matches no row, ``NotFound`` without a run."""
     count = len(events)
-    stmt = (
-        update(t.runs)
-        .where(t.runs.c.id == run_id, *where)
-        .values(next_seq=t.runs.c.next_seq + count, updated_at=now, **(values or {}))
-        .returning(t.runs.c.next_seq)
-    )
-    next_seq = (conn.execute(stmt)).scalar_one_or_none()
+    items = sorted((values or {}).items())
+    shape = tuple((key, value is REQUEUE) for key, value in items)
+    params: dict[str, Any] = {"run_id": run_id, "n": count, "now": now, "owner": owner}
+    params.update({f"v_{key}": value for key, value in items if value is not REQUEUE})
+    next_seq = conn.execute(_append_statement(guard, shape), params).scalar_one_or_none()
     if next_seq is None:
-        current = (
-            conn.execute(select(t.runs.c.status).where(t.runs.c.id == run_id))
-        ).scalar_one_or_none()
+        current = conn.execute(_RUN_STATUS, {"run_id": run_id}).scalar_one_or_none()
         if current is None:
             raise NotFound(f"run {run_id} not found", run_id=run_id)
         raise TransitionRefused(refused, current=current, run_id=run_id)
     first = next_seq - count
     if events:
         conn.execute(
-            insert(t.journal),
+            INSERT_JOURNAL,
             [
                 {
                     "run_id": run_id,
@@ -183,7 +253,7 @@ def insert_outbox(
     if not messages:
         return
     mark_ready(conn)
-    stmt = store.insert_ignore(t.outbox).on_conflict_do_nothing(index_elements=["dedupe_key"])
+    stmt = store.insert_ignore_on(t.outbox, "dedupe_key")
     conn.execute(
         stmt,
         [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import case, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.model import TakeoverKind, TakeoverRequest, TakeoverStatus
@@ -36,14 +36,20 @@ class CallStore(StoreBase):
         return await self.db.transact(work, write=False)
 
     async def call_request(self, run_id: str) -> TakeoverRequest | None:
-        """The policy request a held call's run was created with (None: it was not held)."""
+        """The request a held call waits on or was decided by: its policy request, or a later
+        confidence-gate diversion of the same step (None: it was never held)."""
 
         async def work(conn: AsyncConnection) -> TakeoverRequest | None:
             tr = t.takeover_requests
+            kinds = [TakeoverKind.POLICY.value, TakeoverKind.GATE.value]
             q = (
                 select(tr)
-                .where(tr.c.run_id == run_id, tr.c.kind == TakeoverKind.POLICY.value)
-                .order_by(tr.c.created_at.desc())
+                .where(tr.c.run_id == run_id, tr.c.kind.in_(kinds))
+                # A released request has said all it will: the other one (if any) is the news.
+                .order_by(
+                    case((tr.c.status == TakeoverStatus.RELEASED.value, 1), else_=0),
+                    tr.c.created_at.desc(),
+                )
                 .limit(1)
             )
             row = (await conn.execute(q)).mappings().one_or_none()

@@ -7,12 +7,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, insert, or_, select, update
+from sqlalchemy import Integer, String, and_, bindparam, or_, select, update
 from sqlalchemy.engine import Connection
 
 from engine.errors import NotFound, TransitionRefused
 from engine.model import (
-    RUN_ALLOWED,
     JournalEntry,
     JournalEvent,
     NewEvent,
@@ -20,10 +19,13 @@ from engine.model import (
     Run,
     RunStatus,
     TakeoverRequest,
-    sources_of,
 )
 from engine.store import tables as t
 from engine.store.base import (
+    INSERT_JOURNAL,
+    INSERT_RUN,
+    INSERT_TAKEOVER,
+    Guard,
     StoreBase,
     append_journal,
     insert_outbox,
@@ -32,6 +34,7 @@ from engine.store.base import (
     takeover_values,
 )
 from engine.store.db import mark_ready
+from engine.store.tables import UTCDateTime
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +48,40 @@ class NewRun:
     parent_step_id: str | None = None
     idempotency_key: str | None = None
     status: RunStatus = RunStatus.QUEUED
+
+
+_RUN = select(t.runs).where(t.runs.c.id == bindparam("run_id"))
+_JOURNAL = (
+    select(t.journal).where(t.journal.c.run_id == bindparam("run_id")).order_by(t.journal.c.seq)
+)
+_CLAIMS: dict[bool, Any] = {}
+
+
+def _claim_statement(sqlite: bool) -> Any:
+    """Queued runs, and running runs whose lease ran out, oldest first; built once per dialect
+    (PostgreSQL skips rows another replica is claiming at the same moment)."""
+    stmt = _CLAIMS.get(sqlite)
+    if stmt is None:
+        now = bindparam("now", type_=UTCDateTime())
+        ready = or_(
+            t.runs.c.status == RunStatus.QUEUED.value,
+            and_(t.runs.c.status == RunStatus.RUNNING.value, t.runs.c.lease_expires_at < now),
+        )
+        pick = select(t.runs.c.id).where(ready).order_by(t.runs.c.updated_at)
+        pick = pick.limit(bindparam("limit", type_=Integer()))
+        if not sqlite:
+            pick = pick.with_for_update(skip_locked=True)
+        stmt = _CLAIMS[sqlite] = (
+            update(t.runs)
+            .where(t.runs.c.id.in_(pick.scalar_subquery()))
+            .values(
+                status=RunStatus.RUNNING.value,
+                lease_owner=bindparam("owner", type_=String()),
+                lease_expires_at=bindparam("until", type_=UTCDateTime()),
+            )
+            .returning(t.runs.c.id)
+        )
+    return stmt
 
 
 class RunStore(StoreBase):
@@ -64,7 +101,7 @@ class RunStore(StoreBase):
         def work(conn: Connection) -> tuple[Run, bool]:
             created = _insert_run(conn, self, new, now, events)
             if created and takeover is not None:
-                conn.execute(insert(t.takeover_requests).values(takeover_values(takeover)))
+                conn.execute(INSERT_TAKEOVER, takeover_values(takeover))
             if created:
                 insert_outbox(conn, self, outbox, now)
             if not created:
@@ -123,33 +160,26 @@ class RunStore(StoreBase):
 
         return await self.db.transact(work, write=False)
 
+    async def run_and_journal(self, run_id: str) -> tuple[Run, list[JournalEntry]]:
+        """A run and its whole journal, read together (what a worker replays)."""
+
+        def work(conn: Connection) -> tuple[Run, list[JournalEntry]]:
+            row = conn.execute(_RUN, {"run_id": run_id}).mappings().first()
+            if row is None:
+                raise NotFound(f"run {run_id} not found", run_id=run_id)
+            entries = conn.execute(_JOURNAL, {"run_id": run_id}).mappings()
+            return run_from_row(row), [journal_from_row(r) for r in entries]
+
+        return await self.db.transact(work, write=False)
+
     async def claim_runs(
         self, owner: str, now: datetime, lease: timedelta, limit: int
     ) -> list[str]:
         """Take up to ``limit`` queued runs (or running runs whose lease ran out) for ``owner``."""
 
         def work(conn: Connection) -> list[str]:
-            ready = or_(
-                t.runs.c.status == RunStatus.QUEUED.value,
-                and_(
-                    t.runs.c.status == RunStatus.RUNNING.value,
-                    t.runs.c.lease_expires_at < now,
-                ),
-            )
-            pick = select(t.runs.c.id).where(ready).order_by(t.runs.c.updated_at).limit(limit)
-            if not self.db.is_sqlite:
-                pick = pick.with_for_update(skip_locked=True)
-            stmt = (
-                update(t.runs)
-                .where(t.runs.c.id.in_(pick.scalar_subquery()))
-                .values(
-                    status=RunStatus.RUNNING.value,
-                    lease_owner=owner,
-                    lease_expires_at=now + lease,
-                )
-                .returning(t.runs.c.id)
-            )
-            return list((conn.execute(stmt)).scalars())
+            params = {"now": now, "owner": owner, "until": now + lease, "limit": limit}
+            return list(conn.execute(_claim_statement(self.db.is_sqlite), params).scalars())
 
         return await self.db.transact(work)
 
@@ -200,7 +230,8 @@ class RunStore(StoreBase):
                 run_id,
                 events,
                 now,
-                where=_fence(owner),
+                guard=Guard.LEASE,
+                owner=owner,
                 values=values,
                 refused="the run's lease is held by another worker or the run has ended",
             )
@@ -233,7 +264,8 @@ class RunStore(StoreBase):
                 run_id,
                 events,
                 now,
-                where=_fence(owner),
+                guard=Guard.LEASE,
+                owner=owner,
                 values={
                     "status": RunStatus.WAITING.value,
                     "lease_owner": None,
@@ -242,7 +274,7 @@ class RunStore(StoreBase):
                 refused="the run's lease is held by another worker or the run has ended",
             )
             if takeover is not None:
-                conn.execute(insert(t.takeover_requests).values(takeover_values(takeover)))
+                conn.execute(INSERT_TAKEOVER, takeover_values(takeover))
             if child is not None:
                 _insert_run(conn, self, child, now, child_events)
             insert_outbox(conn, self, outbox, now)
@@ -279,11 +311,7 @@ class RunStore(StoreBase):
                     run_id,
                     [NewEvent(JournalEvent.RUN_FAILED, data={"error": error})],
                     now,
-                    where=[
-                        t.runs.c.status.in_(
-                            [s.value for s in sources_of(RunStatus.FAILED, RUN_ALLOWED)]
-                        )
-                    ],
+                    guard=Guard.FAILABLE,
                     values={
                         "status": RunStatus.FAILED.value,
                         "error": error,
@@ -334,14 +362,13 @@ def _insert_run(
     if new.status == RunStatus.QUEUED:
         mark_ready(conn)
     if new.idempotency_key is not None:
-        stmt = store.insert_ignore(t.runs).values(values)
-        stmt = stmt.on_conflict_do_nothing(index_elements=["idempotency_key"])
-        if not (conn.execute(stmt)).rowcount:
+        stmt = store.insert_ignore_on(t.runs, "idempotency_key")
+        if not conn.execute(stmt, values).rowcount:
             return False
     else:
-        conn.execute(insert(t.runs).values(values))
+        conn.execute(INSERT_RUN, values)
     conn.execute(
-        insert(t.journal),
+        INSERT_JOURNAL,
         [
             {
                 "run_id": new.id,
@@ -366,7 +393,7 @@ def _wake_parent(conn: Connection, parent_id: str, event: NewEvent, now: datetim
             parent_id,
             [event],
             now,
-            where=[t.runs.c.status == RunStatus.WAITING.value],
+            guard=Guard.WAITING,
             values={"status": RunStatus.QUEUED.value},
         )
         mark_ready(conn)

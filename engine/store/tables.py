@@ -263,3 +263,13 @@ ledger = Table(
     _ts("at", False),
     Index("ix_ledger_key", "idempotency_key"),
 )
+
+link_uses = Table(
+    "link_uses",
+    metadata,
+    # One row per (request, person): a signed approval link decides once (engine.links).
+    Column("request_id", String(36), ForeignKey("takeover_requests.id"), primary_key=True),
+    Column("person", String(200), primary_key=True),
+    _ts("used_at", False),
+    Column("action", String(16), nullable=False),  # grant, deny, takeover; release after takeover
+)

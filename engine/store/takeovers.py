@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import case, func, insert, select, update
+from sqlalchemy import String, Text, bindparam, case, func, select, update
 from sqlalchemy.engine import Connection
 
 from engine.errors import AlreadyDecided, DuplicateVote, NotFound, TransitionRefused
@@ -27,6 +27,9 @@ from engine.model import (
 )
 from engine.store import tables as t
 from engine.store.base import (
+    INSERT_TAKEOVER,
+    REQUEUE,
+    Guard,
     StoreBase,
     append_journal,
     insert_outbox,
@@ -34,19 +37,61 @@ from engine.store.base import (
     takeover_values,
 )
 from engine.store.db import mark_ready
+from engine.store.tables import UTCDateTime
 
 OutboxFor = Callable[[TakeoverRequest], Sequence[OutboxMessage]]
 
 _OPEN = (TakeoverStatus.PENDING.value, TakeoverStatus.GRANTED.value)
 _LIVE_RUN = [s.value for s in RunStatus if s not in TERMINAL_RUN_STATUSES]
-# A decision re-queues a parked run; a run not parked yet (manual request) keeps its status.
-_REQUEUE = case(
-    (t.runs.c.status == RunStatus.WAITING.value, RunStatus.QUEUED.value),
-    else_=t.runs.c.status,
-)
+
+
+_VOTES: dict[str, Any] = {}
+_GRANTS: dict[bool, Any] = {}
+
+
+def _grant_statement(release: bool) -> Any:
+    """One UPDATE counts the vote and, when it completes the quorum, decides (and with
+    ``release`` also releases). Built once: see ``base._append_statement``."""
+    stmt = _GRANTS.get(release)
+    if stmt is None:
+        tr = t.takeover_requests
+        final = tr.c.approvals + 1 >= tr.c.approvals_required
+        now = bindparam("now", type_=UTCDateTime())
+        person = bindparam("person", type_=String())
+        decided = TakeoverStatus.RELEASED if release else TakeoverStatus.GRANTED
+        values: dict[str, Any] = {
+            "approvals": tr.c.approvals + 1,
+            "status": case((final, decided.value), else_=tr.c.status),
+            "decided_by": case((final, person), else_=tr.c.decided_by),
+            "decided_at": case((final, now), else_=tr.c.decided_at),
+            "notes": case((final, bindparam("notes", type_=Text())), else_=tr.c.notes),
+            "sdp_offer": case((final, bindparam("sdp_offer", type_=Text())), else_=tr.c.sdp_offer),
+        }
+        if release:
+            values["released_by"] = case((final, person), else_=tr.c.released_by)
+            values["released_at"] = case((final, now), else_=tr.c.released_at)
+        stmt = _GRANTS[release] = (
+            update(tr)
+            .where(
+                tr.c.id == bindparam("request_id"),
+                tr.c.status == TakeoverStatus.PENDING.value,
+                tr.c.expires_at > now,
+            )
+            .values(values)
+            .returning(tr)
+        )
+    return stmt
 
 
 class TakeoverStore(StoreBase):
+    def _vote_statement(self) -> Any:
+        stmt = _VOTES.get(self.db.dialect)
+        if stmt is None:
+            stmt = _VOTES[self.db.dialect] = self.insert_ignore_on(
+                t.takeover_votes, "request_id", "person"
+            )
+        return stmt
+
     async def get_takeover(self, request_id: str) -> TakeoverRequest:
         def work(conn: Connection) -> TakeoverRequest:
             return _load(conn, request_id)
@@ -87,79 +132,60 @@ class TakeoverStore(StoreBase):
         (and released too, with ``release``), and the run is re-queued."""
 
         def work(conn: Connection) -> TakeoverRequest:
-            tr = t.takeover_requests
-            counted = (
+            row = (
                 conn.execute(
-                    update(tr)
-                    .where(
-                        tr.c.id == request_id,
-                        tr.c.status == TakeoverStatus.PENDING.value,
-                        tr.c.expires_at > now,
-                    )
-                    .values(approvals=tr.c.approvals + 1)
-                    .returning(tr.c.approvals, tr.c.approvals_required, tr.c.run_id, tr.c.step_id)
+                    _grant_statement(release),
+                    {
+                        "request_id": request_id,
+                        "now": now,
+                        "person": person,
+                        "notes": notes,
+                        "sdp_offer": sdp_offer,
+                    },
                 )
-            ).one_or_none()
-            if counted is None:
-                raise _already_decided(conn, request_id, now)
-            approvals, required, run_id, step_id = counted
-            voted = conn.execute(
-                self.insert_ignore(t.takeover_votes)
-                .values(request_id=request_id, person=person, notes=notes, at=now)
-                .on_conflict_do_nothing(index_elements=["request_id", "person"])
+                .mappings()
+                .one_or_none()
             )
-            if not voted.rowcount:
+            if row is None:
+                raise _already_decided(conn, request_id, now)
+            voted = conn.execute(
+                self._vote_statement(),
+                {"request_id": request_id, "person": person, "notes": notes, "at": now},
+            )
+            if not voted.rowcount:  # raising rolls the counted vote back with it
                 raise DuplicateVote(
                     f"{person} has already granted this request", request_id=request_id
                 )
+            approvals, required = row["approvals"], row["approvals_required"]
+            run_id, step_id = row["run_id"], row["step_id"]
             grant_data: dict[str, Any] = {
                 "requestId": request_id,
                 "by": person,
                 "notes": notes,
                 "approvals": approvals,
                 "approvalsRequired": required,
+                "final": approvals >= required,
             }
-            if approvals < required:
-                grant_data["final"] = False
-                append_journal(
-                    conn,
-                    run_id,
-                    [NewEvent(JournalEvent.TAKEOVER_GRANTED, step_id, grant_data)],
-                    now,
-                )
-            else:
-                grant_data["final"] = True
-                values: dict[str, Any] = {
-                    "status": TakeoverStatus.GRANTED.value,
-                    "decided_by": person,
-                    "decided_at": now,
-                    "notes": notes,
-                    "sdp_offer": sdp_offer,
-                }
-                events = [NewEvent(JournalEvent.TAKEOVER_GRANTED, step_id, grant_data)]
-                run_values: dict[str, Any] = {}
-                if release:
-                    values.update(
-                        status=TakeoverStatus.RELEASED.value, released_by=person, released_at=now
-                    )
-                    events += _release_events(request_id, step_id, person)
-                    run_values = {"status": _REQUEUE}
-                conn.execute(
-                    update(tr)
-                    .where(tr.c.id == request_id, tr.c.status == TakeoverStatus.PENDING.value)
-                    .values(**values)
-                )
-                append_journal(
-                    conn,
-                    run_id,
-                    events,
-                    now,
-                    where=[t.runs.c.status.in_(_LIVE_RUN)],
-                    values=run_values,
-                )
-                if release:
-                    mark_ready(conn)
-            after = _load(conn, request_id)
+            events = [NewEvent(JournalEvent.TAKEOVER_GRANTED, step_id, grant_data)]
+            run_values: dict[str, Any] = {}
+            if approvals >= required and release:
+                events += _release_events(request_id, step_id, person)
+                run_values = {"status": REQUEUE}
+                mark_ready(conn)
+            append_journal(
+                conn,
+                run_id,
+                events,
+                now,
+                guard=Guard.LIVE,
+                values=run_values,
+            )
+            votes = (
+                [Vote(person, now, notes)]
+                if approvals == 1
+                else _votes(conn, [request_id]).get(request_id, [])
+            )
+            after = takeover_from_row(row, votes)
             if outbox is not None:
                 insert_outbox(conn, self, outbox(after), now)
             return after
@@ -193,12 +219,14 @@ class TakeoverStore(StoreBase):
                         decided_at=now,
                         notes=notes,
                     )
-                    .returning(tr.c.run_id, tr.c.step_id)
+                    .returning(tr)
                 )
-            ).one_or_none()
+                .mappings()
+                .one_or_none()
+            )
             if row is None:
                 raise _already_decided(conn, request_id, now)
-            run_id, step_id = row
+            run_id, step_id = row["run_id"], row["step_id"]
             event = NewEvent(
                 JournalEvent.TAKEOVER_DENIED,
                 step_id,
@@ -209,11 +237,11 @@ class TakeoverStore(StoreBase):
                 run_id,
                 [event],
                 now,
-                where=[t.runs.c.status.in_(_LIVE_RUN)],
-                values={"status": _REQUEUE},
+                guard=Guard.LIVE,
+                values={"status": REQUEUE},
             )
             mark_ready(conn)
-            after = _load(conn, request_id)
+            after = _with_votes(conn, row)
             if outbox is not None:
                 insert_outbox(conn, self, outbox(after), now)
             return after
@@ -239,9 +267,11 @@ class TakeoverStore(StoreBase):
                     .values(
                         status=TakeoverStatus.RELEASED.value, released_by=person, released_at=now
                     )
-                    .returning(tr.c.run_id, tr.c.step_id)
+                    .returning(tr)
                 )
-            ).one_or_none()
+                .mappings()
+                .one_or_none()
+            )
             if row is None:
                 current = _load(conn, request_id)
                 raise TransitionRefused(
@@ -249,17 +279,17 @@ class TakeoverStore(StoreBase):
                     current=current.status.value,
                     request_id=request_id,
                 )
-            run_id, step_id = row
+            run_id, step_id = row["run_id"], row["step_id"]
             append_journal(
                 conn,
                 run_id,
                 _release_events(request_id, step_id, person),
                 now,
-                where=[t.runs.c.status.in_(_LIVE_RUN)],
-                values={"status": _REQUEUE},
+                guard=Guard.LIVE,
+                values={"status": REQUEUE},
             )
             mark_ready(conn)
-            after = _load(conn, request_id)
+            after = _with_votes(conn, row)
             if outbox is not None:
                 insert_outbox(conn, self, outbox(after), now)
             return after
@@ -319,151 +349,16 @@ class TakeoverStore(StoreBase):
                     )
                 ],
                 now,
-                where=[t.runs.c.status.in_([RunStatus.QUEUED.value, RunStatus.RUNNING.value])],
+                guard=Guard.OPEN,
                 refused="only a queued or running run can be taken over",
             )
-            conn.execute(insert(t.takeover_requests).values(takeover_values(request)))
+            conn.execute(INSERT_TAKEOVER, takeover_values(request))
             after = _load(conn, request.id)
             if outbox is not None:
                 insert_outbox(conn, self, outbox(after), now)
             return after
 
         return await self.db.transact(work)
-
-    async def expire_due(
-        self, now: datetime, *, limit: int = 500, outbox: OutboxFor | None = None
-    ) -> list[TakeoverRequest]:
-        """Expire up to ``limit`` pending requests past ``expiresAt`` (each exactly once, safe
-        with several sweepers) and re-queue their runs to apply ``timeoutBehavior``."""
-
-        def work(conn: Connection) -> list[TakeoverRequest]:
-            tr = t.takeover_requests
-            pick = (
-                select(tr.c.id, tr.c.run_id)
-                .where(tr.c.status == TakeoverStatus.PENDING.value, tr.c.expires_at <= now)
-                .order_by(tr.c.expires_at)
-                .limit(limit)
-            )
-            if not self.db.is_sqlite:
-                pick = pick.with_for_update(skip_locked=True)
-            picked = (conn.execute(pick)).all()
-            by_run: dict[str, str] = {}
-            for request_id, run_id in picked:
-                by_run.setdefault(run_id, request_id)  # one per run per batch: seq numbers
-            if not by_run:
-                return []
-            rows = list(
-                (
-                    conn.execute(
-                        update(tr)
-                        .where(
-                            tr.c.id.in_(list(by_run.values())),
-                            tr.c.status == TakeoverStatus.PENDING.value,
-                        )
-                        .values(status=TakeoverStatus.EXPIRED.value, decided_at=now)
-                        .returning(tr)
-                    )
-                ).mappings()
-            )
-            if not rows:
-                return []
-            seqs: dict[str, int] = dict(
-                (
-                    conn.execute(
-                        update(t.runs)
-                        .where(
-                            t.runs.c.id.in_([r["run_id"] for r in rows]),
-                            t.runs.c.status.in_(_LIVE_RUN),
-                        )
-                        .values(next_seq=t.runs.c.next_seq + 1, updated_at=now, status=_REQUEUE)
-                        .returning(t.runs.c.id, t.runs.c.next_seq)
-                    )
-                ).all()
-            )
-            journal_rows = [
-                {
-                    "run_id": r["run_id"],
-                    "seq": seqs[r["run_id"]] - 1,
-                    "step_id": r["step_id"],
-                    "event": JournalEvent.TAKEOVER_EXPIRED.value,
-                    "data": {"requestId": r["id"], "behavior": r["timeout_behavior"]},
-                    "at": now,
-                }
-                for r in rows
-                if r["run_id"] in seqs
-            ]
-            if journal_rows:
-                conn.execute(insert(t.journal), journal_rows)
-                mark_ready(conn)
-            expired = [takeover_from_row(r) for r in rows]
-            if outbox is not None:
-                insert_outbox(conn, self, [m for req in expired for m in outbox(req)], now)
-            return expired
-
-        return await self.db.transact(work)
-
-    async def cancel_run(
-        self, run_id: str, actor: str, now: datetime, *, outbox: OutboxFor | None = None
-    ) -> list[TakeoverRequest]:
-        """Cancel a run, its open takeover requests and its unfinished child runs."""
-
-        def work(conn: Connection) -> list[TakeoverRequest]:
-            cancelled: list[TakeoverRequest] = []
-            pending = [run_id]
-            first = True
-            while pending:
-                current = pending.pop()
-                try:
-                    cancelled += _cancel_one(conn, current, actor, now)
-                except TransitionRefused:
-                    if first:
-                        raise
-                first = False
-                children = conn.execute(
-                    select(t.runs.c.id).where(
-                        t.runs.c.parent_run_id == current, t.runs.c.status.in_(_LIVE_RUN)
-                    )
-                )
-                pending.extend(children.scalars())
-            if outbox is not None:
-                insert_outbox(conn, self, [m for req in cancelled for m in outbox(req)], now)
-            return cancelled
-
-        return await self.db.transact(work)
-
-
-def _cancel_one(conn: Connection, run_id: str, actor: str, now: datetime) -> list[TakeoverRequest]:
-    tr = t.takeover_requests
-    rows = list(
-        (
-            conn.execute(
-                update(tr)
-                .where(tr.c.run_id == run_id, tr.c.status.in_(_OPEN))
-                .values(status=TakeoverStatus.CANCELLED.value, decided_by=actor, decided_at=now)
-                .returning(tr)
-            )
-        ).mappings()
-    )
-    events = [
-        NewEvent(JournalEvent.TAKEOVER_CANCELLED, r["step_id"], {"requestId": r["id"]})
-        for r in rows
-    ]
-    events.append(NewEvent(JournalEvent.RUN_CANCELLED, data={"by": actor}))
-    append_journal(
-        conn,
-        run_id,
-        events,
-        now,
-        where=[t.runs.c.status.in_(_LIVE_RUN)],
-        values={
-            "status": RunStatus.CANCELLED.value,
-            "lease_owner": None,
-            "lease_expires_at": None,
-            "error": f"cancelled by {actor}",
-        },
-        refused="the run has already ended",
-    )
-    return [takeover_from_row(r) for r in rows]
 
 
 def _release_events(request_id: str, step_id: str | None, person: str) -> list[NewEvent]:
@@ -487,16 +382,20 @@ def _votes(conn: Connection, request_ids: Sequence[str]) -> dict[str, list[Vote]
     return out
 
 
+def _with_votes(conn: Connection, row: Any) -> TakeoverRequest:
+    """A request from its row; its votes are read only when it has any."""
+    votes = _votes(conn, [row["id"]]).get(row["id"], []) if row["approvals"] else []
+    return takeover_from_row(row, votes)
+
+
+_LOAD = select(t.takeover_requests).where(t.takeover_requests.c.id == bindparam("request_id"))
+
+
 def _load(conn: Connection, request_id: str) -> TakeoverRequest:
-    row = (
-        (conn.execute(select(t.takeover_requests).where(t.takeover_requests.c.id == request_id)))
-        .mappings()
-        .one_or_none()
-    )
+    row = conn.execute(_LOAD, {"request_id": request_id}).mappings().one_or_none()
     if row is None:
         raise NotFound(f"takeover request {request_id} not found", request_id=request_id)
-    votes = _votes(conn, [request_id])
-    return takeover_from_row(row, votes.get(request_id, ()))
+    return _with_votes(conn, row)
 
 
 def _already_decided(conn: Connection, request_id: str, now: datetime) -> AlreadyDecided:

@@ -11,12 +11,13 @@ from datetime import timedelta
 import pytest
 
 from engine import notify
+from engine.errors import AlreadyDecided
 from engine.model import JournalEvent, RunStatus, TakeoverStatus
 from engine.ports import ManualClock
 from engine.runtime import Engine
 from engine.workers import Sweeper
 from tests.support.api import Api, running_api
-from tests.support.engines import AGENT, make_engine, wait_status
+from tests.support.engines import AGENT, make_engine, person, wait_status
 
 FLOWS = """
 reject-fails:
@@ -122,9 +123,6 @@ async def test_auto_approve_resumes_the_run(engine: Engine, clock: ManualClock) 
 async def test_expired_request_refuses_a_late_grant_before_the_sweep(
     engine: Engine, clock: ManualClock
 ) -> None:
-    from engine.errors import AlreadyDecided
-    from tests.support.engines import person
-
     run_id, request_id = await parked(engine, "reject-fails")
     clock.advance(minutes=10)
     with pytest.raises(AlreadyDecided) as caught:

@@ -166,6 +166,8 @@ async def test_commands_change_and_report(gate, store):
     result = await run_command(gate, "gate samples 12", ADMIN)
     assert result.outcome == Outcome.CHANGED and "set to 5" in result.text
     assert "Warning: samples: 12 is outside 1..9; using 5" in result.text
+    result = await run_command(gate, "gate samples 0", ADMIN)
+    assert result.outcome == Outcome.UNCHANGED and "Gate samples is already 5;" in result.text
 
     status = await run_command(gate, "gate status", BOB)  # reading is open to everyone
     assert status.outcome == Outcome.STATUS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engine.model import JournalEvent, RunStatus, TakeoverStatus
-from tests.support.engines import AGENT, make_engine, person, wait_status
+from tests.support.engines import AGENT, make_engine, person, wait_for, wait_status
 
 REFUND = """
 refund:
@@ -37,7 +37,11 @@ async def test_park_and_release(engine):
     assert request.status == TakeoverStatus.PENDING
     assert request.details["args"] == {"order": "A-1", "amount": 42}
     assert request.reason == "Refund 42 for A-1"
-    assert engine.workers.active == 0  # parked: no task holds it
+
+    async def idle() -> bool:
+        return engine.workers.active == 0
+
+    await wait_for(idle)  # parked: no task holds it once the worker has handed it back
 
     await engine.approvals.grant(request.id, person("bob"), release=True, notes="ok")
     assert await wait_status(engine, run.id, RunStatus.COMPLETED) == RunStatus.COMPLETED

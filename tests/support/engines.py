@@ -9,7 +9,7 @@ from typing import Any
 
 from engine.config import parse_config
 from engine.model import Principal, Role, RunStatus
-from engine.ports import ManualClock, SequentialIds
+from engine.ports import Clock, ManualClock, SequentialIds
 from engine.runtime import Engine, EngineOptions
 
 PEOPLE = """
@@ -25,11 +25,21 @@ approvers: [finance]
 """
 
 
-def make_engine(db_url: str, workflows_yaml: str, *, clock: ManualClock | None = None,
-                extra: str = "", **options: Any) -> Engine:
+def make_engine(
+    db_url: str,
+    workflows_yaml: str,
+    *,
+    clock: Clock | None = None,
+    extra: str = "",
+    server: str = "{workers: 8, leaseSeconds: 30, pollSeconds: 0.05}",
+    name: str = "id",
+    **options: Any,
+) -> Engine:
+    """An engine on ``db_url``; ``name`` keeps ids and the lease owner apart when a test runs
+    several engines (replicas) on one database."""
     text = (
         f"database: {{url: '{db_url}'}}\n"
-        "server: {workers: 8, leaseSeconds: 30, pollSeconds: 0.05}\n"
+        f"server: {server}\n"
         + PEOPLE
         + textwrap.dedent(extra)
         + "workflows:\n"
@@ -37,7 +47,7 @@ def make_engine(db_url: str, workflows_yaml: str, *, clock: ManualClock | None =
     )
     config = parse_config(text, {})
     opts = EngineOptions(
-        clock=clock or ManualClock(), ids=SequentialIds("id"), owner="test-worker", **options
+        clock=clock or ManualClock(), ids=SequentialIds(name), owner=f"{name}-worker", **options
     )
     return Engine(config, opts)
 

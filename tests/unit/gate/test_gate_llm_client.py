@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import email.utils
+from datetime import timedelta
+
 import pytest
 
 from engine.errors import StepError
 from engine.llm import OpenAICompatibleSampler, chat_completions_url
-from engine.ports import ChatMessage
+from engine.ports import ChatMessage, ManualClock
 from tests.fakes.llm import FakeLlm, Reply
 
 HELLO = [ChatMessage("user", "hello")]
@@ -86,6 +89,18 @@ async def test_429_honours_retry_after(llm):
         await sampler.close()
     assert waits.seconds == [2.0]
     assert len(llm.requests) == 2
+
+
+async def test_retry_after_as_an_http_date_uses_the_injected_clock(llm):
+    clock, waits = ManualClock(), Waits()
+    when = email.utils.format_datetime(clock.now() + timedelta(seconds=3), usegmt=True)
+    llm.script(Reply(status=503, headers={"Retry-After": when}), "YES")
+    sampler = client(llm, sleep=waits, clock=clock, max_retry_wait_seconds=5)
+    try:
+        assert await sampler.complete(HELLO) == "YES"
+    finally:
+        await sampler.close()
+    assert waits.seconds == [3.0]
 
 
 async def test_5xx_is_retried_with_backoff_then_fails_retryable(llm):

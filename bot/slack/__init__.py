@@ -1,0 +1,49 @@
+"""Slack: approval cards in threads, buttons that decide, ``/signoff``, one HTTP endpoint.
+
+``install(app, engine)`` mounts ``POST /slack/events`` (interactivity, slash commands and
+events, all signature-checked by bolt) and registers the outbox sink that posts cards and
+notices. Every slack_bolt / slack_sdk import lives in this package. Modules:
+
+    bolt.py        the AsyncApp: verification, authorization, listeners
+    actions.py     card buttons and the deny modal
+    commands.py    /signoff and @mentions
+    sink.py        outbox delivery: threads, dedupe, rate limits, errors
+    render.py      outbox records as Slack messages (through ``cards``)
+    api.py         the Web API calls, on one session
+    background.py  follow-up work after an acknowledgement
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+
+from bot.slack.api import SlackApi
+from bot.slack.background import Background
+from bot.slack.bolt import build_bolt_app
+from bot.slack.sink import SlackSink
+from engine.runtime import Engine
+
+EVENTS_PATH = "/slack/events"
+
+
+def install(app: web.Application, engine: Engine) -> None:
+    """Mount Slack on ``app`` when ``slack.botToken`` and ``slack.signingSecret`` are set."""
+    if not engine.config.slack.enabled:
+        return
+    api = SlackApi(engine.config.slack)
+    background = Background()
+    bolt = build_bolt_app(engine, api, background)
+    engine.add_sink("slack", SlackSink(engine, api))
+
+    async def events(request: web.Request) -> web.Response:
+        response = await bolt.async_dispatch(await to_bolt_request(request))
+        return await to_aiohttp_response(response)
+
+    async def close(_: web.Application) -> None:
+        # After the engine stopped (cleanup contexts run first): nothing posts any more.
+        await background.drain()
+        await api.close()
+
+    app.router.add_post(EVENTS_PATH, events)
+    app.on_cleanup.append(close)

@@ -1,0 +1,286 @@
+"""Card buttons and the deny modal: one engine call per click, committed before the ack.
+
+    signoff_grant     Approve   grant + release in one transaction
+    signoff_takeover  Take over grant only; the card then offers Release
+    signoff_release   Release   hand the run back
+    signoff_deny      Deny      open a modal for the reason; its submission denies
+    signoff_feedback_up|down    👍/👎 on a step result: feedback 5 or 1
+
+Who may decide is the engine's business (``Approvals``): a handler maps the Slack user to a
+person through ``people:``, calls the engine, and turns the outcome into an answer. Nothing
+changes on a refusal. The card update and the decision notice are queued by the engine in the
+decision's own transaction and delivered by the outbox; the only things a handler sends itself
+are ephemeral replies to the clicker (through the click's ``response_url``) and the modal, and
+both go out after the acknowledgement.
+
+Double clicks, simultaneous approvers and redelivered requests all reach the engine, whose
+conditional UPDATE lets exactly one win; every other click is told who won.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp
+
+from bot.slack.api import SlackApi
+from bot.slack.background import Background
+from cards.text import Flavor, truncate
+from engine.errors import (
+    AlreadyDecided,
+    DuplicateVote,
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    SignoffError,
+    StoreError,
+    TransitionRefused,
+)
+from engine.model import Principal, TakeoverRequest, TakeoverStatus
+from engine.runtime import Engine
+
+log = logging.getLogger(__name__)
+
+DENY_CALLBACK = "signoff_deny_reason"
+REASON_BLOCK = REASON_ACTION = "reason"
+MAX_REASON = 4000  # engine.approvals.MAX_NOTES
+NOT_LINKED = (
+    "You are not an approver for this request: your Slack account is not linked to anyone "
+    "in Signoff's people list."
+)
+UNAVAILABLE = "Signoff could not record that just now, so nothing changed. Please try again."
+# How a decided request is described to someone who clicked too late.
+_DECIDED: dict[str, str] = {
+    TakeoverStatus.GRANTED.value: "taken over",
+    TakeoverStatus.RELEASED.value: "approved",
+    TakeoverStatus.DENIED.value: "denied",
+    TakeoverStatus.CANCELLED.value: "cancelled",
+}
+
+
+@dataclass(frozen=True)
+class Click:
+    """The parts of a ``block_actions`` payload a handler needs."""
+
+    user_id: str
+    action_id: str
+    value: str
+    response_url: str | None
+    trigger_id: str | None
+
+    @classmethod
+    def of(cls, body: dict[str, Any]) -> Click:
+        action = (body.get("actions") or [{}])[0]
+        return cls(
+            user_id=str((body.get("user") or {}).get("id", "")),
+            action_id=str(action.get("action_id", "")),
+            value=str(action.get("value", "")),
+            response_url=body.get("response_url"),
+            trigger_id=body.get("trigger_id"),
+        )
+
+
+class Interactions:
+    def __init__(self, engine: Engine, api: SlackApi, background: Background) -> None:
+        self.engine = engine
+        self.api = api
+        self.background = background
+
+    def register(self, app: AsyncApp) -> None:
+        app.action("signoff_grant")(self.grant)
+        app.action("signoff_takeover")(self.takeover)
+        app.action("signoff_release")(self.release)
+        app.action("signoff_deny")(self.deny_clicked)
+        app.view(DENY_CALLBACK)(self.deny_submitted)
+        app.action(re.compile(r"^signoff_feedback_(up|down)$"))(self.feedback)
+
+    # -- buttons -------------------------------------------------------------------------------
+
+    async def grant(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await self._decide(ack, Click.of(body), "grant")
+
+    async def takeover(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await self._decide(ack, Click.of(body), "takeover")
+
+    async def release(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        await self._decide(ack, Click.of(body), "release")
+
+    async def _decide(self, ack: AsyncAck, click: Click, verb: str) -> None:
+        """Commit the decision, then acknowledge (the HTTP answer leaves when this returns)."""
+        who = self._principal(click.user_id)
+        reply: str | None = NOT_LINKED if who is None else None
+        if who is not None:
+            approvals = self.engine.approvals
+            try:
+                if verb == "release":
+                    await approvals.release(click.value, who)
+                else:
+                    await approvals.grant(click.value, who, release=verb == "grant")
+            except AlreadyDecided as exc:
+                reply = self._already(exc.current, exc.decided_by)
+            except TransitionRefused:  # release of a request that is not granted
+                reply = await self._state_of(click.value)
+            except DuplicateVote:
+                reply = "You have already approved this request; it is waiting for more approvals."
+            except (Forbidden, NotFound, InvalidRequest) as exc:
+                reply = _sentence(exc.message)
+            except StoreError as exc:
+                log.warning("Slack %s of %s not recorded: %s", verb, click.value, exc)
+                reply = UNAVAILABLE
+        await ack()
+        self._tell(click, reply)
+
+    async def deny_clicked(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        """Deny asks for a reason first: check the clicker may deny, then open the modal."""
+        click = Click.of(body)
+        who = self._principal(click.user_id)
+        reply: str | None = NOT_LINKED if who is None else None
+        request: TakeoverRequest | None = None
+        if who is not None:
+            try:
+                request = await self.engine.store.get_takeover(click.value)
+            except SignoffError as exc:
+                reply = UNAVAILABLE if isinstance(exc, StoreError) else _sentence(exc.message)
+            if request is not None:
+                refusal = self.engine.approvals.refusal(request, who)
+                if refusal is not None:
+                    reply = _sentence(refusal)
+                elif request.status != TakeoverStatus.PENDING:
+                    reply = self._already(request.status.value, request.decided_by)
+        await ack()
+        if reply is None and request is not None and click.trigger_id:
+            view = deny_modal(request)
+            self.background.spawn(self.api.open_view(click.trigger_id, view), "deny-modal")
+        self._tell(click, reply)
+
+    async def deny_submitted(
+        self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]
+    ) -> None:
+        """The modal's submission: deny with the reason, or show why not inside the modal."""
+        request_id = str(view.get("private_metadata", ""))
+        values = (view.get("state") or {}).get("values") or {}
+        reason = ((values.get(REASON_BLOCK) or {}).get(REASON_ACTION) or {}).get("value")
+        who = self._principal(str((body.get("user") or {}).get("id", "")))
+        error: str | None = NOT_LINKED if who is None else None
+        if who is not None:
+            try:
+                notes = (reason or "").strip() or None
+                await self.engine.approvals.deny(request_id, who, notes=notes)
+            except AlreadyDecided as exc:
+                error = self._already(exc.current, exc.decided_by, mention=False)
+            except (Forbidden, NotFound, InvalidRequest, TransitionRefused) as exc:
+                error = _sentence(exc.message)
+            except StoreError:
+                error = UNAVAILABLE
+        if error is None:
+            await ack()  # closes the modal
+        else:
+            await ack(response_action="errors", errors={REASON_BLOCK: error[:150]})
+
+    async def feedback(self, ack: AsyncAck, body: dict[str, Any]) -> None:
+        """👍/👎 under a step result: journaled as feedback 5 or 1 (it feeds calibration)."""
+        click = Click.of(body)
+        who = self._principal(click.user_id)
+        run_id, _, step_id = click.value.partition(":")
+        up = click.action_id.endswith("_up")
+        reply = "Slack account not linked to anyone in Signoff's people list; not recorded."
+        if who is not None:
+            try:
+                await self.engine.gate.record_feedback(run_id, step_id, 5 if up else 1, None, who)
+                reply = f"Thanks, your {'👍' if up else '👎'} on this step was recorded."
+            except StoreError:
+                reply = UNAVAILABLE
+            except SignoffError as exc:
+                reply = _sentence(exc.message)
+        await ack()
+        self._tell(click, reply)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _principal(self, slack_user: str) -> Principal | None:
+        person = self.engine.config.person_by_slack(slack_user) if slack_user else None
+        return None if person is None else self.engine.principal_for_person(person.name)
+
+    def _already(self, status: str | None, by: str | None, *, mention: bool = True) -> str:
+        """"Already approved by @x", as the clicker who lost the race is told."""
+        if status == TakeoverStatus.EXPIRED:
+            return "This request has already expired; nothing changed."
+        word = _DECIDED.get(status or "", status or "decided")
+        if by is None:
+            return f"This request is already {word}; nothing changed."
+        return f"Already {word} by {self._person(by, mention)}; nothing changed."
+
+    async def _state_of(self, request_id: str) -> str:
+        try:
+            request = await self.engine.store.get_takeover(request_id)
+        except SignoffError:
+            return UNAVAILABLE
+        if request.status == TakeoverStatus.PENDING:
+            return "This request has not been taken over, so there is nothing to release."
+        by = request.released_by or request.decided_by
+        if request.status == TakeoverStatus.RELEASED:
+            return f"Already released by {self._person(by or 'someone', True)}; nothing changed."
+        return self._already(request.status.value, by)
+
+    def _person(self, name: str, mention: bool) -> str:
+        found = self.engine.config.people.get(name)
+        if mention and found is not None and found.slack:
+            return f"<@{found.slack}>"
+        return truncate(name, 100, Flavor.MRKDWN if mention else Flavor.PLAIN)
+
+    def _tell(self, click: Click, text: str | None) -> None:
+        """An ephemeral answer to the clicker, sent after the acknowledgement."""
+        if text is None:
+            return
+        if not click.response_url:
+            log.info("no response_url to tell %s: %s", click.user_id, text)
+            return
+        self.background.spawn(self.api.respond(click.response_url, text), "ephemeral")
+
+
+def deny_modal(request: TakeoverRequest) -> dict[str, Any]:
+    """The reason dialog; ``private_metadata`` carries the request id to its submission."""
+    required = request.deny_reason_required
+    return {
+        "type": "modal",
+        "callback_id": DENY_CALLBACK,
+        "private_metadata": request.id,
+        "title": {"type": "plain_text", "text": "Deny request"},
+        "submit": {"type": "plain_text", "text": "Deny"},
+        "close": {"type": "plain_text", "text": "Cancel"},
+        "blocks": [
+            {
+                "type": "section",
+                "text": {
+                    "type": "mrkdwn",
+                    "verbatim": True,
+                    "text": truncate(request.reason or request.id, 2900, Flavor.MRKDWN),
+                },
+            },
+            {
+                "type": "input",
+                "block_id": REASON_BLOCK,
+                "optional": not required,
+                "label": {
+                    "type": "plain_text",
+                    "text": "Reason (required)" if required else "Reason (optional)",
+                },
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": REASON_ACTION,
+                    "multiline": True,
+                    "max_length": MAX_REASON,
+                },
+            },
+        ],
+    }
+
+
+def _sentence(message: str) -> str:
+    """An engine message as a sentence to show ("you are not ..." -> "You are not ..."),
+    escaped for mrkdwn (it may quote an id from the payload)."""
+    text = truncate(message[:1].upper() + message[1:], 500, Flavor.MRKDWN)
+    return text if text.endswith((".", "!", "?")) else text + "; nothing changed."

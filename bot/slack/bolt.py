@@ -1,0 +1,56 @@
+"""The slack-bolt ``AsyncApp`` behind ``POST /slack/events``.
+
+Choices, and why:
+
+* ``process_before_response=True``: a listener runs to its end before bolt answers, so a
+  decision is committed before Slack sees the acknowledgement, and bolt's default mode (the
+  listener in an unreferenced task, the answer polled for every 10 ms) stays out of the path.
+  Slow work after the acknowledgement goes to ``Background`` tasks or the outbox.
+* Signatures are bolt's own ``RequestVerification`` with the signing secret: a bad signature, or
+  a timestamp more than 5 minutes away, is answered 401 before any listener runs.
+* ``authorize`` returns the configured bot token without a network call: bolt's single-team mode
+  would call ``auth.test`` on the first request and turn a Slack outage into failed clicks.
+* The Web API client bolt keeps is never used for our calls; ``SlackApi`` makes them all.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.slack.actions import Interactions
+from bot.slack.api import SlackApi
+from bot.slack.background import Background
+from bot.slack.commands import Commands
+from engine.runtime import Engine
+
+log = logging.getLogger("bot.slack")
+
+
+def build_bolt_app(engine: Engine, api: SlackApi, background: Background) -> AsyncApp:
+    config = engine.config.slack
+
+    async def authorize(
+        enterprise_id: str | None, team_id: str | None, user_id: str | None
+    ) -> AuthorizeResult:
+        return AuthorizeResult(
+            enterprise_id=enterprise_id,
+            team_id=team_id,
+            user_id=user_id,
+            bot_token=config.bot_token,
+        )
+
+    app = AsyncApp(
+        name="signoff",
+        logger=log,
+        signing_secret=config.signing_secret,
+        authorize=authorize,
+        client=AsyncWebClient(base_url=config.api_base_url, retry_handlers=[]),
+        process_before_response=True,
+    )
+    Interactions(engine, api, background).register(app)
+    Commands(engine, api, background).register(app)
+    return app

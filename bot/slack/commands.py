@@ -1,0 +1,164 @@
+"""The ``/signoff`` slash command, and the answer to an @mention.
+
+    /signoff help                 what the bot does and the commands
+    /signoff pending              (ephemeral) the requests you may decide, linked to their cards
+    /signoff gate ...             the confidence gate (``engine.gate.commands``: the one parser
+                                  and executor shared with Teams; changes need an admin)
+
+A gate change is stored and audited by the engine before the acknowledgement, which carries
+the confirmation ``in_channel``; status, help, usage lines and refusals stay ephemeral.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from slack_bolt.async_app import AsyncAck, AsyncApp
+
+from bot.api.views import approval_url
+from bot.slack.api import SlackApi
+from bot.slack.background import Background
+from cards.templating import plain_date
+from cards.text import Flavor, escape_mrkdwn, truncate
+from engine.errors import SignoffError
+from engine.gate.commands import HELP_TEXT as GATE_HELP
+from engine.gate.commands import Outcome, run_command
+from engine.model import Principal, TakeoverRequest, TakeoverStatus
+from engine.runtime import Engine
+
+log = logging.getLogger(__name__)
+
+COMMAND = "/signoff"
+PENDING_SHOWN = 20
+HELP = (
+    "*Signoff* puts a person in the loop of AI agents: approval cards land in threads here, "
+    "and their buttons approve, deny, take over or release the waiting step.\n"
+    "`/signoff pending` — the requests you can decide, with links to their cards\n"
+    "`/signoff help` — this help\n"
+    "Admins tune the confidence gate with `/signoff gate ...`:\n```"
+    + escape_mrkdwn(GATE_HELP)
+    + "```"
+)
+NOT_LINKED = (
+    "Your Slack account is not linked to anyone in Signoff's people list, so Signoff cannot "
+    "act for you. Ask an admin to add your Slack user id under people:."
+)
+
+
+class Commands:
+    def __init__(self, engine: Engine, api: SlackApi, background: Background) -> None:
+        self.engine = engine
+        self.api = api
+        self.background = background
+
+    def register(self, app: AsyncApp) -> None:
+        app.command(COMMAND)(self.signoff)
+        app.event("app_mention")(self.mentioned)
+
+    async def signoff(self, ack: AsyncAck, command: dict[str, Any]) -> None:
+        text = str(command.get("text") or "").strip()
+        verb = text.split()[0].lower() if text else "help"
+        if verb == "help":
+            await _answer(ack, HELP)
+            return
+        person = self.engine.config.person_by_slack(str(command.get("user_id", "")))
+        if person is None:
+            await _answer(ack, NOT_LINKED)
+            return
+        who = self.engine.principal_for_person(person.name)
+        if verb == "pending":
+            await self._pending(ack, who, command.get("response_url"))
+        elif verb == "gate":
+            await self._gate(ack, who, text)
+        else:
+            shown = truncate(text.split()[0], 50, Flavor.MRKDWN)
+            usage = "Usage: `/signoff help | pending | gate ...`"
+            await _answer(ack, f"Unknown command `{shown}`. {usage}")
+
+    async def _gate(self, ack: AsyncAck, who: Principal, text: str) -> None:
+        try:
+            result = await run_command(self.engine.gate, text, who)
+        except SignoffError as exc:
+            log.warning("/signoff %s failed: %s", text, exc)
+            await _answer(ack, "Signoff could not do that just now, so nothing changed. Try again.")
+            return
+        shown = escape_mrkdwn(result.text)
+        await _answer(ack, shown, in_channel=result.outcome == Outcome.CHANGED)
+
+    async def _pending(self, ack: AsyncAck, who: Principal, response_url: object) -> None:
+        """The open requests ``who`` may decide (read before the ack); the answer with links to
+        their cards follows through ``response_url`` (permalinks are Web API calls)."""
+        try:
+            requests = await self.engine.store.list_takeovers(statuses=[TakeoverStatus.PENDING])
+        except SignoffError:
+            await _answer(ack, "Signoff could not read the pending requests just now. Try again.")
+            return
+        now = self.engine.clock.now()
+        mine = [
+            r
+            for r in requests
+            if r.expires_at > now
+            and self.engine.approvals.refusal(r, who) is None
+            and who.name not in {v.person for v in r.votes}
+        ]
+        if not mine:
+            await _answer(ack, "Nothing is waiting for your decision.")
+            return
+        if not isinstance(response_url, str) or not response_url:
+            await _answer(ack, await self._pending_text(mine))
+            return
+        await _answer(ack, f"{len(mine)} request(s) waiting for you; links follow.")
+        self.background.spawn(self._answer_pending(response_url, mine), "pending")
+
+    async def _answer_pending(self, response_url: str, mine: list[TakeoverRequest]) -> None:
+        await self.api.respond(response_url, await self._pending_text(mine))
+
+    async def _pending_text(self, mine: list[TakeoverRequest]) -> str:
+        shown = sorted(mine, key=lambda r: r.expires_at)[:PENDING_SHOWN]
+        links = await asyncio.gather(*(self._link(r) for r in shown))
+        lines = [f"*Waiting for your decision ({len(mine)}):*"]
+        for request, link in zip(shown, links, strict=True):
+            title = truncate(request.reason or request.id, 150, Flavor.MRKDWN)
+            expires = (
+                f"<!date^{int(request.expires_at.timestamp())}^{{date_short_pretty}} at {{time}}"
+                f"|{plain_date(request.expires_at)}>"
+            )
+            lines.append(f"• <{escape_mrkdwn(link)}|{title}> — expires {expires}")
+        if len(mine) > len(shown):
+            lines.append(f"… and {len(mine) - len(shown)} more.")
+        return "\n".join(lines)
+
+    async def _link(self, request: TakeoverRequest) -> str:
+        """The request's Slack card if it has one, else its approval page."""
+        try:
+            cards = await self.engine.store.chat_messages(request_id=request.id, kind="card")
+        except SignoffError:
+            cards = []
+        for card in cards:
+            if card.platform == "slack":
+                target = card.channel.partition(":")[2]
+                link = await self.api.permalink(target, card.message_ref)
+                if link:
+                    return link
+        return approval_url(self.engine.config.server.public_url, request.id)
+
+    async def mentioned(self, event: dict[str, Any]) -> None:
+        """An @mention gets a pointer to the help, in its thread (events are acked by bolt)."""
+        channel, ts = event.get("channel"), event.get("thread_ts") or event.get("ts")
+        if not isinstance(channel, str) or not isinstance(ts, str):
+            return
+        text = "Hi! Type `/signoff help` to see what I do, or `/signoff pending` for your queue."
+        self.background.spawn(self._reply(channel, ts, text), "mention")
+
+    async def _reply(self, channel: str, ts: str, text: str) -> None:
+        await self.api.post(
+            channel, {"text": text}, thread_ts=ts, dedupe_key=f"mention:{channel}:{ts}"
+        )
+
+
+async def _answer(ack: AsyncAck, text: str, *, in_channel: bool = False) -> None:
+    """The acknowledgement carries the answer: ephemeral (only the caller sees it) unless
+    ``in_channel``."""
+    await ack(text=text, response_type="in_channel" if in_channel else "ephemeral")

@@ -1,0 +1,284 @@
+"""Delivering the outbox to Slack: cards, card updates and notices, in one thread per run.
+
+Threads. A run has one thread per channel. Its root is, in order of preference: the thread the
+run was started from (``input.slack.channel`` + ``input.slack.thread_ts``, same channel), else
+the run's first card there. Every later card and notice of the run goes into that thread. A
+notice that arrives before any card (the gate's confidence notice is queued in the same
+transaction as the card it explains, and ahead of it) first posts the run's newest card for the
+channel as the root; the card's own outbox row then finds it posted and does nothing.
+
+Dedupe. Every message carries Slack message metadata ``{event_type: "signoff_outbox",
+event_payload: {dedupe: <outbox dedupe key>}}``, and every attempt to post it first writes an
+attempt marker (``chat_messages`` kind ``slack_attempt``, ref = the dedupe key). A delivery that
+finds markers searches the thread (``conversations.replies``) or the channel's recent history
+(``conversations.history``) for its key and records the message found instead of posting again,
+unless every earlier attempt is known (in this process) to have been refused by Slack, which
+posts nothing. The markers, not ``attempts``, are what catch a crash between a successful
+``chat.postMessage`` and marking the row sent: the outbox hands such a row out again once its
+claim lapses, with ``attempts`` unchanged. And a row held back by a 429 does not search the
+history when it goes out (that search has a rate limit of its own).
+
+Pacing and errors. ``min_interval`` (default 1 s: ``chat.postMessage`` allows about one message
+per second per channel, https://docs.slack.dev/reference/methods/chat.postMessage#rate_limiting)
+is applied by the dispatcher per channel. HTTP 429 becomes ``DeliveryError(retry_after=...)``,
+and the sink itself refuses to call Slack for that channel until ``Retry-After`` has passed.
+Rate limits, 5xx and unknown errors are retried with backoff; errors that cannot succeed on a
+retry (``invalid_blocks``, ``channel_not_found``, ``not_in_channel`` ...) give up at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from slack_sdk.errors import SlackApiError
+
+from bot.slack.api import SlackApi, error_code, retry_after_seconds
+from bot.slack.render import SlackMessages
+from cards.render import CardTooLarge
+from engine import notify
+from engine.delivery import DeliveryError
+from engine.errors import NotFound, SignoffError
+from engine.model import ChatMessageRef, OutboxRecord, Run
+from engine.runtime import Engine
+
+log = logging.getLogger(__name__)
+
+PLATFORM = "slack"
+MAX_WAIT_SECONDS = 2.0  # a Retry-After still running longer than this is left to the outbox
+CARD, NOTICE, ATTEMPT = "card", "notice", "slack_attempt"
+PERMANENT = frozenset(
+    {
+        "invalid_blocks",
+        "invalid_blocks_format",
+        "msg_too_long",
+        "msg_blocks_too_long",
+        "no_text",
+        "too_many_attachments",
+        "channel_not_found",
+        "not_in_channel",
+        "is_archived",
+        "message_not_found",
+        "cant_update_message",
+        "edit_window_closed",
+        "invalid_metadata_format",
+        "invalid_metadata_schema",
+        "metadata_too_large",
+        "invalid_arguments",
+        "restricted_action",
+    }
+)
+
+
+class SlackSink:
+    """The ``slack`` platform of the outbox: channel ``slack:<channel id>``."""
+
+    def __init__(
+        self, engine: Engine, api: SlackApi, *, min_interval: float = 1.0
+    ) -> None:
+        self.engine = engine
+        self.store = engine.store
+        self.api = api
+        self.messages = SlackMessages(engine)
+        self.min_interval = min_interval
+        self._blocked_until: dict[str, float] = {}  # channel id -> loop time Slack said to wait
+        self._refused: dict[str, int] = {}  # dedupe key -> attempts, all refused by Slack
+
+    async def deliver(self, message: OutboxRecord) -> None:
+        target = message.channel.partition(":")[2]
+        wait = self._blocked_until.get(target, 0.0) - asyncio.get_running_loop().time()
+        if wait > MAX_WAIT_SECONDS:
+            raise DeliveryError("Slack asked to wait (Retry-After)", retry_after=wait)
+        if wait > 0:  # a short wait is pacing: it does not cost the message an attempt
+            await asyncio.sleep(wait)
+        try:
+            if message.kind == "card":
+                await self._card(message, target)
+            elif message.kind == "card_update":
+                await self._update(message, target)
+            elif message.kind == "notice":
+                await self._notice(message, target)
+            else:
+                raise DeliveryError(f"unknown message kind {message.kind!r}", permanent=True)
+        except SlackApiError as exc:
+            raise self._failure(target, exc) from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise DeliveryError(f"Slack did not answer: {type(exc).__name__}: {exc}") from exc
+        except CardTooLarge as exc:
+            raise DeliveryError(f"a Block Kit limit is broken: {exc}", permanent=True) from exc
+        except NotFound as exc:
+            raise DeliveryError(exc.message, permanent=True) from exc
+        except SignoffError as exc:  # the database: try again later
+            raise DeliveryError(exc.message) from exc
+
+    def _failure(self, target: str, exc: SlackApiError) -> DeliveryError:
+        retry_after = retry_after_seconds(exc)
+        if retry_after is not None:
+            until = asyncio.get_running_loop().time() + retry_after
+            self._blocked_until[target] = max(self._blocked_until.get(target, 0.0), until)
+            return DeliveryError(
+                f"rate limited by Slack (Retry-After {retry_after:g} s)", retry_after=retry_after
+            )
+        code = error_code(exc)
+        status = getattr(exc.response, "status_code", "?")
+        return DeliveryError(f"Slack answered {code} (HTTP {status})", permanent=code in PERMANENT)
+
+    # -- kinds ---------------------------------------------------------------------------------
+
+    async def _card(self, message: OutboxRecord, target: str) -> None:
+        request_id = str(message.payload["requestId"])
+        if message.run_id is None:
+            content = await self.messages.card(request_id)
+            await self.api.post(target, content, thread_ts=None, dedupe_key=message.dedupe_key)
+            return
+        state = await self._state(message.run_id, message.channel, target)
+        if any(m.kind == CARD and m.request_id == request_id for m in state.messages):
+            return  # posted already (ahead of a notice, or before a crash)
+        await self._post_card(state, request_id, message.dedupe_key)
+
+    async def _update(self, message: OutboxRecord, target: str) -> None:
+        """``chat.update`` of every card of the request in this channel, to its current state."""
+        request_id = str(message.payload["requestId"])
+        cards = [
+            m
+            for m in await self.store.chat_messages(request_id=request_id, kind=CARD)
+            if m.channel == message.channel
+        ]
+        if not cards:
+            log.info("no Slack card of %s in %s to update", request_id, message.channel)
+            return
+        content = await self.messages.card(request_id)
+        for card in cards:
+            await self.api.update(target, card.message_ref, content)
+
+    async def _notice(self, message: OutboxRecord, target: str) -> None:
+        if message.run_id is None:
+            rendered = await self.messages.notice(message, [])
+            if rendered is not None:
+                await self.api.post(
+                    target, rendered.message, thread_ts=None, dedupe_key=message.dedupe_key
+                )
+            return
+        state = await self._state(message.run_id, message.channel, target)
+        earlier = [m for m in state.messages if m.request_id == message.request_id]
+        rendered = await self.messages.notice(message, earlier)
+        if rendered is None:
+            log.warning("outbox message %s: unknown notice %r", message.id, message.payload)
+            return
+        if state.thread is None:
+            await self._card_ahead(state)
+        ts = await self._post(state, rendered.message, message.dedupe_key, message.request_id)
+        await self._remember(state, message.request_id, NOTICE, ts, rendered.data)
+
+    # -- threads and posting -------------------------------------------------------------------
+
+    async def _state(self, run_id: str, channel: str, target: str) -> _Thread:
+        """The run, its messages in this channel and the root of its thread there (found
+        again from a stored card, or taken from the run's input, when not recorded yet)."""
+        run, messages, recorded = await asyncio.gather(
+            self.store.get_run(run_id),
+            self.store.chat_messages(run_id=run_id),
+            self.store.chat_thread(run_id, channel),
+        )
+        state = _Thread(run, channel, target, [m for m in messages if m.channel == channel])
+        if recorded is not None:
+            state.thread = recorded.thread_ref
+            return state
+        cards = [m for m in state.messages if m.kind == CARD]
+        source = run.input.get("slack") if isinstance(run.input, dict) else None
+        root, origin = None, "card"
+        if cards:  # stopped between storing the card and the thread
+            root = str(cards[0].data.get("threadTs") or cards[0].message_ref)
+        elif isinstance(source, dict) and source.get("channel") == target:
+            thread_ts = source.get("thread_ts")
+            origin = "input"
+            root = thread_ts if isinstance(thread_ts, str) and thread_ts else None
+        if root is not None:
+            kept = await self.store.put_chat_thread(
+                run_id, channel, PLATFORM, root, self.engine.clock.now(), data={"from": origin}
+            )
+            state.thread = kept.thread_ref
+        return state
+
+    async def _post_card(self, state: _Thread, request_id: str, dedupe_key: str) -> None:
+        """Post a request's card into its run's thread (or as the root of a new one), and store
+        its ts so it can be updated."""
+        content = await self.messages.card(request_id, run=state.run)
+        ts = await self._post(state, content, dedupe_key, request_id)
+        await self._remember(state, request_id, CARD, ts, {"threadTs": state.thread or ts})
+
+    async def _card_ahead(self, state: _Thread) -> None:
+        """A notice with no thread to go into: post the run's newest card for this channel
+        first, as the root (its own outbox row will find it posted)."""
+        for request in reversed(await self.store.list_takeovers(run_id=state.run.id)):
+            if state.channel in request.channels:
+                (card,) = [m for m in notify.new_card(request) if m.channel == state.channel]
+                await self._post_card(state, request.id, card.dedupe_key)
+                return
+
+    async def _post(
+        self, state: _Thread, content: dict[str, Any], dedupe_key: str, request_id: str | None
+    ) -> str:
+        """Post once into the run's thread: a delivery that may have posted before finds that
+        message instead."""
+        tried = sum(1 for m in state.messages if m.kind == ATTEMPT and m.message_ref == dedupe_key)
+        if tried and self._refused.get(dedupe_key) != tried:
+            found = await self._find(state.target, state.thread, dedupe_key)
+            if found is not None:
+                log.info("%s was posted before (ts %s); not posting again", dedupe_key, found)
+                self._refused.pop(dedupe_key, None)
+                return found
+        await self.store.add_chat_message(
+            state.run.id, request_id, state.channel, PLATFORM, ATTEMPT, dedupe_key,
+            self.engine.clock.now(),
+        )
+        try:
+            ts = await self.api.post(
+                state.target, content, thread_ts=state.thread, dedupe_key=dedupe_key
+            )
+        except SlackApiError:
+            self._refused[dedupe_key] = tried + 1  # Slack answered: nothing was posted
+            raise
+        self._refused.pop(dedupe_key, None)
+        return ts
+
+    async def _remember(
+        self, state: _Thread, request_id: str | None, kind: str, ts: str, data: dict[str, Any]
+    ) -> None:
+        """Store a posted message; the first one of a run in a channel roots its thread. Both
+        writes go together (one commit on SQLite): either alone is enough to find the root."""
+        now = self.engine.clock.now()
+        run_id, channel = state.run.id, state.channel
+        writes: list[Awaitable[Any]] = [
+            self.store.add_chat_message(run_id, request_id, channel, PLATFORM, kind, ts, now, data)
+        ]
+        if state.thread is None:
+            writes.append(self.store.put_chat_thread(run_id, channel, PLATFORM, ts, now))
+            state.thread = ts
+        await asyncio.gather(*writes)
+        state.messages.append(ChatMessageRef(run_id, request_id, channel, PLATFORM, kind, ts, data))
+
+    async def _find(self, target: str, thread: str | None, dedupe_key: str) -> str | None:
+        try:
+            return await self.api.find_posted(target, thread, dedupe_key)
+        except SlackApiError as exc:
+            if retry_after_seconds(exc) is not None:
+                raise
+            # Without history access (a missing scope) a possible duplicate beats a lost card.
+            log.warning("cannot search %s for %s (%s); posting", target, dedupe_key, exc)
+            return None
+
+
+@dataclass
+class _Thread:
+    """What one delivery knows about its run in one channel."""
+
+    run: Run
+    channel: str  # "slack:C123"
+    target: str  # "C123"
+    messages: list[ChatMessageRef]  # ours, in this channel, oldest first
+    thread: str | None = None  # the root ts

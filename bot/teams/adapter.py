@@ -1,0 +1,391 @@
+"""The Bot Framework boundary: the ONLY module that imports ``botbuilder`` / ``botframework``.
+
+The Bot Framework SDK is archived upstream (its successor is the Microsoft 365 Agents SDK), so
+everything else in ``bot/teams/`` talks to this module through plain dataclasses and dicts:
+``Incoming`` (one activity as received), ``TurnReply`` (what to answer), ``Outgoing`` (a
+message to send) and ``ConnectorFailure`` (a send that failed, with the HTTP status and any
+``Retry-After``). Switching SDKs means rewriting this file alone.
+
+Two SDK defects are worked around here, each where it bites:
+
+* ``CloudAdapter.process()`` crashes on every invoke response in 4.17.0/4.17.1 (``'dict'
+  object has no attribute 'is_xml_model'``: HTTP 500 on each ``adaptiveCard/action``). The
+  aiohttp handler is ours (``bot/teams/__init__.py``) and calls ``process_activity`` with the
+  auth first, the deserialized activity second and the turn logic third.
+* Every turn builds a fresh ``ConnectorClient`` and token client, each owning an aiohttp
+  session the SDK never closes; ``_closing`` closes them when the turn ends. Building them
+  costs msrest a quadratic list scan, made linear below. The SDK also
+  fetches its OpenID metadata with blocking ``requests`` calls from inside the event loop;
+  ``warm_openid_metadata`` does that fetch on a worker thread before it is due.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+from botbuilder.core import InvokeResponse, TurnContext
+from botbuilder.core.cloud_adapter_base import CloudAdapterBase
+from botbuilder.integration.aiohttp import (
+    CloudAdapter,
+    ConfigurationBotFrameworkAuthentication,
+)
+from botbuilder.schema import (
+    Activity,
+    ActivityTypes,
+    Attachment,
+    ConversationReference,
+    Mention,
+)
+from botframework.connector.auth import AuthenticationConstants
+from botframework.connector.auth.jwt_token_extractor import JwtTokenExtractor
+from msrest.exceptions import ClientRequestError, HttpOperationError
+from msrest.universal_http.requests import ClientRetryPolicy
+
+from engine.config_sections import TeamsConfig
+
+log = logging.getLogger(__name__)
+
+# msrest builds a retry policy for every client, testing each of 999 status codes against this
+# 500-item *list*: about 6 ms of CPU per client, and the SDK makes two clients per turn. As a
+# set the same test costs microseconds (nothing else reads it; msrest 0.7.1).
+ClientRetryPolicy.safe_codes = frozenset(ClientRetryPolicy.safe_codes)  # type: ignore[assignment]
+
+ADAPTIVE_CARD = "application/vnd.microsoft.card.adaptive"
+_THREAD = ";messageid="
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """One activity as Teams sent it, reduced to what Signoff reads."""
+
+    type: str  # message | invoke | conversationUpdate | installationUpdate | ...
+    name: str | None  # invokes: "adaptiveCard/action"
+    text: str  # messages: the text with the bot's own @mention removed
+    value: Any  # invokes: {"action": {"type", "verb", "data"}, "trigger"}
+    conversation_id: str  # for a channel post, without its ";messageid=" thread suffix
+    sender_aad: str | None  # the Azure AD object id of the person who acted
+    bot_added: bool  # conversationUpdate/installationUpdate that (re)installed the bot
+    reference: dict[str, Any]  # the serialized ConversationReference, for proactive sends
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """A message to send: plain text and/or one Adaptive Card, with @mention entities."""
+
+    text: str | None = None
+    card: dict[str, Any] | None = None
+    mentions: tuple[dict[str, Any], ...] = ()  # {"type": "mention", "text", "mentioned"}
+
+
+@dataclass(frozen=True, slots=True)
+class InvokeReply:
+    status: int
+    body: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnReply:
+    """What a turn answers: messages into the conversation, and for an invoke, its response."""
+
+    messages: tuple[Outgoing, ...] = ()
+    invoke: InvokeReply | None = None
+
+
+TurnHandler = Callable[[Incoming], Awaitable[TurnReply]]
+Pace = Callable[[str], Awaitable[None]]
+
+
+class NotAuthenticated(Exception):
+    """The request's JWT is missing, forged, expired, or meant for another bot."""
+
+
+class BadActivity(Exception):
+    """The body is not an activity."""
+
+
+@dataclass
+class ConnectorFailure(Exception):
+    """A call to the Bot Connector failed; ``status`` is None when no answer came back."""
+
+    message: str
+    status: int | None = None
+    retry_after: float | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _auth_settings(config: TeamsConfig) -> SimpleNamespace:
+    """The configuration object ``ConfigurationBotFrameworkAuthentication`` reads by attribute
+    name. The issuer/metadata overrides exist for tests (a local OpenID document) and sovereign
+    clouds; with either set, the SDK takes its "parameterized" path, which then needs every
+    endpoint spelled out, so the public-cloud values fill the rest."""
+    settings = SimpleNamespace(
+        APP_ID=config.app_id,
+        APP_PASSWORD=config.app_password,
+        APP_TYPE="SingleTenant" if config.tenant_id else "MultiTenant",
+        APP_TENANTID=config.tenant_id or None,
+    )
+    if config.open_id_metadata_url or config.token_issuer:
+        c = AuthenticationConstants
+        settings.TO_BOT_FROM_CHANNEL_OPENID_METADATA_URL = (
+            config.open_id_metadata_url or c.TO_BOT_FROM_CHANNEL_OPENID_METADATA_URL
+        )
+        settings.TO_BOT_FROM_CHANNEL_TOKEN_ISSUER = (
+            config.token_issuer or c.TO_BOT_FROM_CHANNEL_TOKEN_ISSUER
+        )
+        settings.TO_BOT_FROM_EMULATOR_OPENID_METADATA_URL = (
+            c.TO_BOT_FROM_EMULATOR_OPENID_METADATA_URL
+        )
+        settings.TO_CHANNEL_FROM_BOT_LOGIN_URL = c.TO_CHANNEL_FROM_BOT_LOGIN_URL
+        settings.TO_CHANNEL_FROM_BOT_OAUTH_SCOPE = c.TO_CHANNEL_FROM_BOT_OAUTH_SCOPE
+        settings.OAUTH_URL = c.OAUTH_URL
+    return settings
+
+
+class TeamsAdapter:
+    """One ``CloudAdapter`` for the process: incoming turns, proactive sends and updates."""
+
+    def __init__(self, config: TeamsConfig, *, pace: Pace | None = None) -> None:
+        """``pace(conversation_id)`` is awaited before every call to the Bot Connector (turn
+        replies, proactive sends, updates), so one rate limiter sees them all."""
+        self.app_id = config.app_id
+        self._pace = pace
+        self.authenticated = config.authenticated
+        self._metadata_url = (
+            config.open_id_metadata_url
+            or AuthenticationConstants.TO_BOT_FROM_CHANNEL_OPENID_METADATA_URL
+        )
+        self._auth = ConfigurationBotFrameworkAuthentication(_auth_settings(config))
+        self._adapter = CloudAdapter(self._auth)
+
+    # -- incoming ------------------------------------------------------------------------------
+
+    async def process(
+        self, auth_header: str, body: Any, handler: TurnHandler
+    ) -> InvokeReply | None:
+        """Authenticate and run one turn; returns the invoke response, if the turn made one.
+
+        Authentication runs first and alone, so that a bad token is ``NotAuthenticated``
+        (HTTP 401) and never confused with a failure inside the turn (HTTP 500); its result
+        goes to ``process_activity`` in the auth argument's place."""
+        if not isinstance(body, dict):
+            raise BadActivity("the body is not a JSON object")
+        activity = Activity().deserialize(body)
+        if not activity.type:
+            raise BadActivity("the activity has no type")
+        try:
+            auth = await self._auth.authenticate_request(activity, auth_header)
+        except Exception as exc:  # PermissionError, PyJWT errors, a key id not in the JWKS...
+            raise NotAuthenticated(f"{type(exc).__name__}: {exc}") from exc
+
+        async def on_turn(context: TurnContext) -> None:
+            async with _closing(context):
+                incoming = _incoming(context.activity)
+                reply = await handler(incoming)
+                for message in reply.messages:
+                    if self._pace is not None:
+                        await self._pace(incoming.conversation_id)
+                    await context.send_activity(_activity(message))
+                if reply.invoke is not None:
+                    response = InvokeResponse(status=reply.invoke.status, body=reply.invoke.body)
+                    await context.send_activity(
+                        Activity(type=ActivityTypes.invoke_response, value=response)
+                    )
+
+        result = await self._adapter.process_activity(auth, activity, on_turn)
+        if result is None:
+            return None
+        return InvokeReply(int(result.status), result.body or {})
+
+    # -- outgoing ------------------------------------------------------------------------------
+
+    async def send(
+        self, reference: dict[str, Any], message: Outgoing, *, thread: str | None = None
+    ) -> str:
+        """Post ``message`` into the referenced conversation (into the thread whose root
+        activity id is ``thread``, in a channel); returns the new activity's id."""
+        sent: list[str] = []
+
+        async def callback(context: TurnContext) -> None:
+            async with _closing(context):
+                activity = _addressed(context, message)
+                response = await _connector(context).conversations.send_to_conversation(
+                    activity.conversation.id, activity
+                )
+                sent.append(response.id if response is not None and response.id else "")
+
+        await self._proactive(reference, thread, callback)
+        if not sent or not sent[0]:
+            raise ConnectorFailure("the connector returned no activity id", status=None)
+        return sent[0]
+
+    async def update(
+        self,
+        reference: dict[str, Any],
+        activity_id: str,
+        message: Outgoing,
+        *,
+        thread: str | None = None,
+    ) -> None:
+        """Replace a message we sent (an approval card) for everyone in the conversation."""
+
+        async def callback(context: TurnContext) -> None:
+            async with _closing(context):
+                activity = _addressed(context, message)
+                activity.id = activity_id
+                await _connector(context).conversations.update_activity(
+                    activity.conversation.id, activity_id, activity
+                )
+
+        await self._proactive(reference, thread, callback)
+
+    async def _proactive(
+        self,
+        reference: dict[str, Any],
+        thread: str | None,
+        callback: Callable[[TurnContext], Awaitable[None]],
+    ) -> None:
+        ref = ConversationReference().deserialize(reference)
+        ref.activity_id = None  # a new top-level post, not a reply to the last incoming message
+        if self._pace is not None:
+            await self._pace(base_conversation_id(ref.conversation.id))
+        if thread:
+            ref.conversation.id = thread_conversation_id(ref.conversation.id, thread)
+        try:
+            await self._adapter.continue_conversation(ref, callback, self.app_id)
+        except HttpOperationError as exc:
+            raise _failure(exc) from exc
+        except (TimeoutError, ClientRequestError, OSError) as exc:
+            raise ConnectorFailure(f"{type(exc).__name__}: {exc}") from exc
+
+    # -- token validation keys -----------------------------------------------------------------
+
+    async def warm_openid_metadata(self) -> None:
+        """Fetch the OpenID metadata and signing keys on a worker thread.
+
+        The SDK refreshes them with blocking ``requests`` calls inside the event loop once they
+        are a day old; refreshing every few hours here keeps that from ever happening on the
+        loop (and fails visibly at start when the endpoint is unreachable)."""
+        if not self.authenticated:
+            return
+        metadata = JwtTokenExtractor.get_open_id_metadata(self._metadata_url)
+        await asyncio.to_thread(lambda: asyncio.run(metadata._refresh()))
+
+
+def thread_conversation_id(conversation_id: str, root_activity_id: str) -> str:
+    """The conversation id that posts into a channel thread (PLATFORM.md)."""
+    return f"{base_conversation_id(conversation_id)}{_THREAD}{root_activity_id}"
+
+
+def base_conversation_id(conversation_id: str) -> str:
+    """A channel post's conversation id without its thread suffix."""
+    return conversation_id.split(_THREAD, 1)[0]
+
+
+def _connector(context: TurnContext) -> Any:
+    return context.turn_state[CloudAdapterBase.BOT_CONNECTOR_CLIENT_KEY]
+
+
+def _addressed(context: TurnContext, message: Outgoing) -> Activity:
+    """``message`` addressed to the turn's conversation as a top-level post. Proactive turns
+    go to the connector directly: ``TurnContext.send_activity`` would make every proactive
+    message a reply to the continuation event's made-up id."""
+    reference = TurnContext.get_conversation_reference(context.activity)
+    activity = TurnContext.apply_conversation_reference(_activity(message), reference)
+    activity.reply_to_id = None
+    return activity
+
+
+@contextlib.asynccontextmanager
+async def _closing(context: TurnContext) -> Any:
+    """Close the per-turn clients the SDK leaves open (each holds an aiohttp session)."""
+    try:
+        yield
+    finally:
+        connector = context.turn_state.get(CloudAdapterBase.BOT_CONNECTOR_CLIENT_KEY)
+        tokens = context.turn_state.get(CloudAdapterBase.USER_TOKEN_CLIENT_KEY)
+        for client in (connector, getattr(tokens, "_client", None)):
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await client.__aexit__(None, None, None)
+
+
+def _incoming(activity: Activity) -> Incoming:
+    sender = activity.from_property
+    conversation = activity.conversation
+    recipient_id = activity.recipient.id if activity.recipient else None
+    added = [m.id for m in activity.members_added or []]
+    bot_added = (activity.type == ActivityTypes.conversation_update and recipient_id in added) or (
+        activity.type == ActivityTypes.installation_update
+        and (activity.action or "add").startswith("add")
+    )
+    text = activity.text or ""
+    if activity.type == ActivityTypes.message and activity.recipient is not None:
+        text = TurnContext.remove_recipient_mention(activity) or text
+    reference = TurnContext.get_conversation_reference(activity)
+    reference.activity_id = None
+    if reference.conversation is not None and reference.conversation.id:
+        reference.conversation.id = base_conversation_id(reference.conversation.id)
+    return Incoming(
+        type=activity.type or "",
+        name=activity.name,
+        text=text,
+        value=activity.value,
+        conversation_id=base_conversation_id(conversation.id if conversation else ""),
+        sender_aad=sender.aad_object_id if sender else None,
+        bot_added=bot_added,
+        reference=reference.serialize(),
+    )
+
+
+def _activity(message: Outgoing) -> Activity:
+    activity = Activity(type=ActivityTypes.message, text=message.text)
+    if message.card is not None:
+        activity.attachments = [Attachment(content_type=ADAPTIVE_CARD, content=message.card)]
+    if message.mentions:
+        activity.entities = [
+            Mention(mentioned=m["mentioned"], text=m["text"], type="mention")
+            for m in message.mentions
+        ]
+    return activity
+
+
+def _failure(exc: HttpOperationError) -> ConnectorFailure:
+    response = exc.response
+    status = getattr(response, "status_code", None) or getattr(response, "status", None)
+    headers = getattr(response, "headers", None) or {}
+    return ConnectorFailure(
+        f"the Bot Connector answered HTTP {status}: {exc}",
+        status=int(status) if status is not None else None,
+        retry_after=_retry_after(headers.get("Retry-After")),
+    )
+
+
+def _retry_after(value: str | None) -> float | None:
+    """``Retry-After`` in seconds (the Bot Connector sends a number)."""
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
+
+
+__all__ = [
+    "ADAPTIVE_CARD",
+    "BadActivity",
+    "ConnectorFailure",
+    "Incoming",
+    "InvokeReply",
+    "NotAuthenticated",
+    "Outgoing",
+    "TeamsAdapter",
+    "TurnReply",
+    "base_conversation_id",
+    "thread_conversation_id",
+]

@@ -1,0 +1,228 @@
+"""What the bot does with each incoming Teams activity: translate it into one engine call as
+the person who acted, and the engine's answer into a card or a reply.
+
+    conversationUpdate / installationUpdate  store the conversation reference (bot installed)
+    message "subscribe <name>"               name this conversation teams:<name> (admins)
+    message "gate ..." / "help"              the shared admin commands (engine.gate.commands)
+    invoke adaptiveCard/action               grant | deny | takeover | release | refresh
+
+People are found by their Azure AD object id in ``people:``; authorization is the engine's
+(``Approvals``), the same for Teams, Slack, the API and the web page. A refused click changes
+nothing: the clicker alone gets the card back with the reason on top (an invoke response is
+seen only by the person who clicked). Everyone else sees decisions when the outbox updates the
+message (``card_update``), which also keeps those updates within Teams' rate limits.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+from typing import Any
+
+from bot.teams.adapter import ADAPTIVE_CARD, Incoming, InvokeReply, Outgoing, TurnReply
+from bot.teams.messages import approval_card, reply, with_banner
+from engine.config_sections import Person
+from engine.errors import (
+    AlreadyDecided,
+    Conflict,
+    DuplicateVote,
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    StoreError,
+)
+from engine.gate.commands import run_command
+from engine.model import TakeoverRequest
+from engine.runtime import Engine
+
+log = logging.getLogger(__name__)
+
+PLATFORM = "teams"
+CARD_ACTION = "adaptiveCard/action"
+CONVERSATION_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}\Z")
+_MENTIONS = re.compile(r"<at>.*?</at>", re.IGNORECASE | re.DOTALL)
+_TAGS = re.compile(r"<[^>]{0,200}>")
+_SUBSCRIBE_USAGE = "Usage: subscribe <name> (lowercase letters, digits, _ . -; up to 64)"
+
+
+class TeamsHandlers:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    async def on_activity(self, incoming: Incoming) -> TurnReply:
+        if incoming.type in ("conversationUpdate", "installationUpdate"):
+            if incoming.bot_added:
+                await self._remember(incoming)
+            return TurnReply()
+        if incoming.type == "message":
+            return await self._message(incoming)
+        if incoming.type == "invoke":
+            if incoming.name == CARD_ACTION:
+                return TurnReply(invoke=await self._card_action(incoming))
+            return TurnReply(invoke=_error(501, "NotSupported", f"invoke {incoming.name}"))
+        return TurnReply()
+
+    # -- installation and messages -------------------------------------------------------------
+
+    async def _remember(self, incoming: Incoming) -> None:
+        store, now = self.engine.store, self.engine.clock.now()
+        try:
+            await store.put_conversation(
+                PLATFORM, incoming.conversation_id, incoming.reference, now
+            )
+        except StoreError:
+            # Teams sends conversationUpdate and installationUpdate at once; on PostgreSQL both
+            # may find no row and insert (put_conversation is update-else-insert, not an
+            # upsert), and the loser hits the primary key. Its second try is an update.
+            await store.put_conversation(
+                PLATFORM, incoming.conversation_id, incoming.reference, now
+            )
+
+    async def _message(self, incoming: Incoming) -> TurnReply:
+        text = command_text(incoming.text)
+        if not text:
+            return TurnReply()
+        person = self._person(incoming)
+        if person is None:
+            return _say(
+                "I don't know you yet: an admin adds your Azure AD object id "
+                f"({incoming.sender_aad or 'unknown'}) to people: in app.yaml."
+            )
+        who = self.engine.principal_for_person(person.name)
+        words = text.split()
+        if words[0].lower() == "subscribe":
+            if not who.is_admin:
+                return _say("Only an admin can subscribe a conversation; nothing changed.")
+            if len(words) != 2 or not CONVERSATION_NAME.match(words[1]):
+                return _say(_SUBSCRIBE_USAGE)
+            return await self._subscribe(incoming, words[1], person.name)
+        result = await run_command(self.engine.gate, text, who)
+        return _say(result.text)
+
+    async def _subscribe(self, incoming: Incoming, name: str, by: str) -> TurnReply:
+        now = self.engine.clock.now()
+        await self._remember(incoming)  # a conversation the install event never reached
+        await self.engine.store.name_conversation(PLATFORM, incoming.conversation_id, name, now)
+        log.info("teams: %s named conversation %s teams:%s", by, incoming.conversation_id, name)
+        return _say(
+            f"This conversation is now teams:{name}. Approval nodes with "
+            f"channels: [teams:{name}] post their cards here."
+        )
+
+    # -- card actions --------------------------------------------------------------------------
+
+    async def _card_action(self, incoming: Incoming) -> InvokeReply:
+        action = incoming.value.get("action") if isinstance(incoming.value, dict) else None
+        if not isinstance(action, dict):
+            return _error(400, "BadRequest", "no action in the invoke")
+        verb = str(action.get("verb") or "")
+        raw = action.get("data")
+        data: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        request_id = data.get("requestId")
+        if verb == "feedback":
+            return await self._feedback(incoming, data)
+        if not isinstance(request_id, str) or not request_id:
+            return _error(400, "BadRequest", "the action names no request")
+        if verb not in ("grant", "deny", "takeover", "release", "refresh"):
+            return _error(400, "BadRequest", f"unknown verb {verb!r}")
+        if verb == "refresh":
+            return await self._current(request_id)
+        person = self._person(incoming)
+        if person is None:
+            return await self._current(
+                request_id,
+                "You are not in Signoff's people list, so you cannot decide; nothing changed.",
+            )
+        who = self.engine.principal_for_person(person.name)
+        approvals = self.engine.approvals
+        try:
+            if verb == "grant":
+                after = await approvals.grant(request_id, who, release=True)
+            elif verb == "takeover":
+                after = await approvals.grant(request_id, who)
+            elif verb == "release":
+                after = await approvals.release(request_id, who)
+            else:
+                after = await approvals.deny(request_id, who, notes=_reason(data))
+        except NotFound:
+            return _message("This approval request no longer exists.")
+        except AlreadyDecided as exc:
+            by = f" by {exc.decided_by}" if exc.decided_by else ""
+            return await self._current(request_id, f"Already decided{by}; nothing changed.")
+        except DuplicateVote:
+            return await self._current(request_id, "You have already approved this request.")
+        except (Forbidden, InvalidRequest, Conflict) as exc:
+            return await self._current(request_id, f"{exc.message}; nothing changed.")
+        return _card(await approval_card(self.engine, after))
+
+    async def _feedback(self, incoming: Incoming, data: dict[str, Any]) -> InvokeReply:
+        """👍/👎 under a step result: feedback that calibrates the confidence gate."""
+        person = self._person(incoming)
+        if person is None:
+            return _message("You are not in Signoff's people list; feedback not recorded.")
+        score = data.get("score")
+        try:
+            await self.engine.gate.record_feedback(
+                str(data.get("runId")),
+                str(data.get("stepId")),
+                score if isinstance(score, int) else 0,
+                None,
+                self.engine.principal_for_person(person.name),
+            )
+        except (InvalidRequest, NotFound) as exc:
+            return _message(f"Feedback not recorded: {exc.message}")
+        return _message("Thanks, your feedback is recorded.")
+
+    async def _current(self, request_id: str, banner: str | None = None) -> InvokeReply:
+        """The request's card as it is now, for the clicker (with ``banner`` on top)."""
+        try:
+            request: TakeoverRequest = await self.engine.store.get_takeover(request_id)
+        except NotFound:
+            return _message("This approval request no longer exists.")
+        card = await approval_card(self.engine, request)
+        return _card(with_banner(card, banner) if banner else card)
+
+    def _person(self, incoming: Incoming) -> Person | None:
+        if not incoming.sender_aad:
+            return None
+        return self.engine.config.person_by_teams(incoming.sender_aad)
+
+
+def command_text(text: str) -> str:
+    """A message's words. Teams sends channel messages as HTML (``<p>``, ``&nbsp;``) and
+    writes @mentions as ``<at>name</at>``; the adapter removes the bot's own mention when the
+    activity lists it, and any left (a client that did not list it) are dropped here."""
+    return " ".join(html.unescape(_TAGS.sub(" ", _MENTIONS.sub(" ", text))).split())
+
+
+def _reason(data: dict[str, Any]) -> str | None:
+    reason = data.get("reason")
+    return reason.strip() or None if isinstance(reason, str) else None
+
+
+def _say(text: str) -> TurnReply:
+    return TurnReply(messages=(reply(text),))
+
+
+def _card(card: dict[str, Any]) -> InvokeReply:
+    return InvokeReply(200, {"statusCode": 200, "type": ADAPTIVE_CARD, "value": card})
+
+
+def _message(text: str) -> InvokeReply:
+    return InvokeReply(
+        200,
+        {"statusCode": 200, "type": "application/vnd.microsoft.activity.message", "value": text},
+    )
+
+
+def _error(status: int, code: str, message: str) -> InvokeReply:
+    body = {
+        "statusCode": status,
+        "type": "application/vnd.microsoft.error",
+        "value": {"code": code, "message": message},
+    }
+    return InvokeReply(200, body)
+
+
+__all__ = ["Outgoing", "TeamsHandlers", "command_text"]

@@ -1,0 +1,196 @@
+"""The approval page at ``approvalUrl``: the request as the cards show it, and its decision.
+
+Who may decide here, in order:
+
+* a signed link (``?p=&exp=&sig=``, ``engine.links``): its person, once, until the request
+  expires; the only identity that needs no sign-in, which is why chat and webhooks carry it;
+* a console session (``bot.web.security``): the signed-in approver or admin;
+* nobody: the page shows the request read-only with a way to sign in.
+
+What happened is always shown as a page, never an error: a used link says how it was used, a
+decided request who decided and when. A request that expired answers 410 with that page (its
+link died with it). Every form carries a CSRF token (403 without).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from datetime import datetime
+from urllib.parse import quote
+
+from aiohttp import web
+from markupsafe import Markup
+
+from bot.api.errors import status_for
+from bot.api.views import approval_url
+from bot.web.context import WebContext, web_context
+from bot.web.login import login_url
+from bot.web.pages import page, redirect, render
+from bot.web.security import CSRF_FIELD
+from cards.render import render_web_card
+from cards.templating import plain_date
+from cards.view import build_view
+from engine.errors import Conflict, Forbidden, Gone, InvalidRequest, Unauthorized
+from engine.links import ApprovalLink, LinkUse
+from engine.model import Principal, TakeoverRequest, TakeoverStatus
+from engine.timeline import TimelineReader
+
+routes = web.RouteTableDef()
+_PAST = {"grant": "approved", "deny": "denied", "takeover": "took over", "release": "released"}
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who is looking at the page, and through what."""
+
+    principal: Principal | None
+    link: ApprovalLink | None = None
+    use: LinkUse | None = None  # how the link was used, if it was
+
+
+@dataclass(frozen=True)
+class Situation:
+    status: int  # the page's HTTP status
+    note: str | None  # what to tell the viewer, above the card
+    tone: str  # "info" | "ok" | "bad"
+    can_act: bool  # show the card's buttons
+
+
+def _expired(request: TakeoverRequest, now: datetime) -> bool:
+    pending = request.status is TakeoverStatus.PENDING
+    return request.status is TakeoverStatus.EXPIRED or (pending and request.expires_at <= now)
+
+
+def situation(
+    ctx: WebContext, request: TakeoverRequest, viewer: Viewer, now: datetime
+) -> Situation:
+    """What the viewer may do with the request now, and what the page says about it."""
+    who, link, use = viewer.principal, viewer.link, viewer.use
+    used = (
+        f"You {_PAST.get(use.action, use.action)} through this link at {plain_date(use.used_at)}."
+        if use
+        else None
+    )
+    if _expired(request, now):
+        return Situation(410, "This request expired before anyone decided it.", "bad", False)
+    if request.is_final:
+        return Situation(200, used, "info", False)
+    took_over = use is not None and use.action == "takeover"
+    if request.status is TakeoverStatus.GRANTED:
+        may_release = (
+            took_over
+            if link
+            else who is not None and (who.is_admin or request.decided_by == who.name)
+        )
+        if may_release:
+            return Situation(200, "You took this over: release it when done.", "info", True)
+        note = f"Taken over by {request.decided_by}, who will release it."
+        return Situation(200, note, "info", False)
+    if used:
+        return Situation(200, used, "info", False)
+    if link is not None and link.expired(now):
+        return Situation(410, "This link has expired.", "bad", False)
+    if who is None:
+        return Situation(200, "Sign in to decide this request.", "info", False)
+    voted = next((v for v in request.votes if v.person == who.person), None)
+    if voted is not None:
+        note = f"You approved at {plain_date(voted.at)}; waiting for the other approvals."
+        return Situation(200, note, "info", False)
+    refusal = ctx.engine.approvals.refusal(request, who)
+    if refusal is not None:
+        return Situation(403 if link else 200, f"{who.name}: {refusal}.", "bad", False)
+    return Situation(200, None, "info", True)
+
+
+async def _viewer(ctx: WebContext, request: web.Request, request_id: str) -> Viewer:
+    link = ctx.links.parse(request_id, request.query)  # Forbidden for an altered link
+    if link is None:
+        return Viewer(await ctx.sessions.principal(request))
+    who = ctx.engine.principal_for_person(link.person)
+    return Viewer(who, link, await ctx.links.use_of(link))
+
+
+def _page_url(request_id: str, link: ApprovalLink | None) -> str:
+    base = f"/approvals/{quote(request_id, safe='')}"
+    return f"{base}?{link.query}" if link else base
+
+
+async def show(
+    request: web.Request, request_id: str, *, problem: str | None = None, status: int | None = None
+) -> web.Response:
+    """The page for ``request_id`` as the viewer sees it; ``problem`` reports a refused POST."""
+    ctx = web_context(request)
+    engine = ctx.engine
+    viewer = await _viewer(ctx, request, request_id)
+    takeover = await engine.store.get_takeover(request_id)
+    run, journal = await engine.store.run_and_journal(takeover.run_id)
+    now = engine.clock.now()
+    where = situation(ctx, takeover, viewer, now)
+    shown = takeover
+    if _expired(takeover, now) and takeover.status is TakeoverStatus.PENDING:
+        shown = dataclasses.replace(takeover, status=TakeoverStatus.EXPIRED)  # sweeper is behind
+    view = build_view(
+        shown, run, approval_url=approval_url(ctx.public_url, request_id), run_url=None, now=now
+    )
+    action = _page_url(request_id, viewer.link)
+    card = render_web_card(
+        view,
+        csrf_token=ctx.sessions.csrf_token(request) if where.can_act else None,
+        form_action=action if where.can_act else None,
+    )
+    history = [i for i in TimelineReader().read(journal) if i.request_id == request_id]
+    return await render(
+        request,
+        "approval.html.j2",
+        status=status or where.status,
+        v=view,
+        card=Markup(card),
+        where=where,
+        problem=problem,
+        viewer=viewer,
+        history=history,
+        sign_in=login_url(action),
+    )
+
+
+@routes.get("/approvals/{id}")
+@page
+async def approval_page(request: web.Request) -> web.StreamResponse:
+    return await show(request, request.match_info["id"])
+
+
+@routes.post("/approvals/{id}")
+@page
+async def decide(request: web.Request) -> web.StreamResponse:
+    ctx = web_context(request)
+    request_id = request.match_info["id"]
+    form = await request.post()
+    ctx.sessions.check_csrf(request, form.get(CSRF_FIELD))
+    verb = str(form.get("action", ""))
+    notes = str(form.get("reason", "")).strip() or None
+    link = ctx.links.parse(request_id, request.query)
+    try:
+        if link is not None:
+            await ctx.links.decide(link, verb, notes)
+        else:
+            who = await ctx.sessions.principal(request)
+            if who is None:
+                raise Unauthorized("sign in to decide this request")
+            await _decide_as(ctx, who, request_id, verb, notes)
+    except (Conflict, Gone, Forbidden, InvalidRequest) as exc:
+        return await show(request, request_id, problem=exc.message, status=status_for(exc))
+    return redirect(_page_url(request_id, link))
+
+
+async def _decide_as(
+    ctx: WebContext, who: Principal, request_id: str, verb: str, notes: str | None
+) -> TakeoverRequest:
+    approvals = ctx.engine.approvals
+    if verb in ("grant", "takeover"):
+        return await approvals.grant(request_id, who, notes=notes, release=verb == "grant")
+    if verb == "deny":
+        return await approvals.deny(request_id, who, notes=notes)
+    if verb == "release":
+        return await approvals.release(request_id, who)
+    raise InvalidRequest(f"unknown action {verb!r}")

@@ -1,0 +1,146 @@
+"""The operator console: the queue of pending approvals, the runs, and a run's timeline.
+
+Every console page needs a session (``bot.web.security``); without one it sends the browser to
+the sign-in page and back. The run page is readable without JavaScript; its script only appends
+what the live stream (``bot.web.events``) sends.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+
+from bot.api.routing import Handler
+from bot.web.context import WebContext, web_context
+from bot.web.demo import DEMO_WORKFLOW, has_demo, start_demo
+from bot.web.login import login_url
+from bot.web.pages import page, redirect, render
+from bot.web.security import CSRF_FIELD
+from cards.view import build_view
+from engine.errors import InvalidRequest
+from engine.model import TERMINAL_RUN_STATUSES, RunStatus, TakeoverStatus
+from engine.queue import QueueFilter, pending_queue
+from engine.timeline import TimelineReader
+
+routes = web.RouteTableDef()
+
+
+def console_page(handler: Handler) -> Handler:
+    """A page for signed-in approvers and admins (others are sent to sign in first)."""
+
+    @functools.wraps(handler)
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        if await web_context(request).sessions.principal(request) is None:
+            return redirect(login_url(request.path_qs if request.method == "GET" else "/console"))
+        return await handler(request)
+
+    return page(wrapped)
+
+
+def _choice(request: web.Request, name: str) -> str | None:
+    return request.query.get(name, "").strip() or None
+
+
+@routes.get("/")
+async def home(request: web.Request) -> web.StreamResponse:
+    return redirect("/console")
+
+
+@routes.get("/console")
+@console_page
+async def queue(request: web.Request) -> web.StreamResponse:
+    ctx = web_context(request)
+    engine = ctx.engine
+    where = QueueFilter(_choice(request, "workflow"), _choice(request, "channel"),
+                        _choice(request, "approver"))  # fmt: skip
+    entries = await pending_queue(engine.store, where)
+    now = engine.clock.now()
+    rows = [
+        (e, build_view(e.request, e.run, approval_url=None, run_url=None, now=now),
+         _age(now, e.request.created_at))
+        for e in entries
+    ]  # fmt: skip
+    channels = sorted({c for e in entries for c in e.request.channels} | {"web"})
+    return await render(
+        request,
+        "queue.html.j2",
+        rows=rows,
+        where=where,
+        workflows=sorted(await engine.workflows.all()),
+        people=sorted(engine.config.people),
+        channels=channels,
+        demo=has_demo(engine.config),
+        demo_workflow=DEMO_WORKFLOW,
+    )
+
+
+@routes.get("/console/runs")
+@console_page
+async def runs(request: web.Request) -> web.StreamResponse:
+    engine = web_context(request).engine
+    status_raw = _choice(request, "status")
+    try:
+        status = RunStatus(status_raw) if status_raw else None
+    except ValueError:
+        raise InvalidRequest(f"unknown run status {status_raw!r}") from None
+    workflow = _choice(request, "workflow")
+    found = await engine.store.list_runs(status=status, workflow=workflow, limit=200)
+    return await render(
+        request,
+        "runs.html.j2",
+        runs=found,
+        chosen_status=status,
+        workflow=workflow,
+        statuses=[s.value for s in RunStatus],
+        workflows=sorted(await engine.workflows.all()),
+    )
+
+
+@routes.get("/console/runs/{id}")
+@console_page
+async def run_page(request: web.Request) -> web.StreamResponse:
+    ctx = web_context(request)
+    store = ctx.engine.store
+    run, journal = await store.run_and_journal(request.match_info["id"])
+    items = TimelineReader().read(journal)
+    open_requests = await store.list_takeovers(
+        run_id=run.id, statuses=[TakeoverStatus.PENDING, TakeoverStatus.GRANTED]
+    )
+    last = journal[-1].seq if journal else 0
+    return await render(
+        request,
+        "run.html.j2",
+        run=run,
+        items=items,
+        open_requests=open_requests,
+        live=run.status not in TERMINAL_RUN_STATUSES,
+        events_url=f"/console/runs/{run.id}/events?after={last}",
+        output=_json_text(run.output),
+    )
+
+
+@routes.post("/console/demo")
+@console_page
+async def demo(request: web.Request) -> web.StreamResponse:
+    ctx: WebContext = web_context(request)
+    form = await request.post()
+    ctx.sessions.check_csrf(request, form.get(CSRF_FIELD))
+    run = await start_demo(ctx.engine)
+    return redirect(f"/console/runs/{run.id}")
+
+
+def _age(now: datetime, since: datetime) -> str:
+    minutes = max(0, int((now - since).total_seconds() // 60))
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+def _json_text(value: Any) -> str | None:
+    if value is None:
+        return None
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)

@@ -1,0 +1,34 @@
+"""What every page handler reaches through the application: the engine, the link signer, the
+session keeper and the template environment, held in one ``WebContext``."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from bot.web.security import Sessions
+from engine.links import ApprovalLinks
+from engine.runtime import Engine
+
+
+@dataclass
+class WebContext:
+    engine: Engine
+    links: ApprovalLinks
+    sessions: Sessions
+    # Set when the server shuts down: live streams end instead of holding the shutdown up.
+    closing: asyncio.Event = field(default_factory=asyncio.Event)
+    poll_seconds: float = 0.25  # how often a live timeline looks for new journal entries
+
+    @property
+    def public_url(self) -> str:
+        return self.engine.config.server.public_url
+
+
+WEB = web.AppKey("signoff_web", WebContext)
+
+
+def web_context(request: web.Request) -> WebContext:
+    return request.app[WEB]

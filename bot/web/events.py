@@ -1,0 +1,95 @@
+"""The run page's live timeline: journal entries as Server-Sent Events while the run moves.
+
+``GET /console/runs/{id}/events?after=<seq>`` (or the browser's ``Last-Event-ID`` when it
+reconnects) sends every entry after ``seq`` as an ``item`` event, an HTML fragment rendered by
+the same template as the page (so escaping happens here, once, and the script only appends it),
+then polls the store every ``WebContext.poll_seconds`` for more. A ``status`` event carries the
+run's status when it changes; when the run has ended, an ``end`` event and the stream closes (a
+browser would otherwise reconnect). Polling keeps the stream right on every replica, whichever
+worker moves the run; a comment every 15 s keeps proxies from closing an idle stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import web
+
+from bot.web.context import WebContext, web_context
+from bot.web.pages import fragment
+from engine.errors import NotFound
+from engine.model import TERMINAL_RUN_STATUSES
+from engine.timeline import TimelineReader
+
+routes = web.RouteTableDef()
+HEARTBEAT_SECONDS = 15.0
+
+
+def _after(request: web.Request) -> int:
+    raw = request.headers.get("Last-Event-ID") or request.query.get("after") or "0"
+    return int(raw) if raw.isdigit() else 0
+
+
+def event_text(event: str, data: str, event_id: int | None = None) -> bytes:
+    """One SSE event; a multi-line ``data`` is sent as several ``data:`` lines."""
+    lines = [f"event: {event}"]
+    if event_id is not None:
+        lines.append(f"id: {event_id}")
+    text = data.replace("\r\n", "\n").replace("\r", "\n")
+    lines.extend(f"data: {line}" for line in text.split("\n"))
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+async def _closing(ctx: WebContext, seconds: float) -> bool:
+    try:
+        await asyncio.wait_for(ctx.closing.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+@routes.get("/console/runs/{id}/events")
+async def run_events(request: web.Request) -> web.StreamResponse:
+    ctx = web_context(request)
+    if await ctx.sessions.principal(request) is None:
+        return web.Response(status=401, text="sign in to the console first")
+    store = ctx.engine.store
+    after = _after(request)
+    try:
+        run, journal = await store.run_and_journal(request.match_info["id"])
+    except NotFound as exc:
+        return web.Response(status=404, text=exc.message)
+    reader = TimelineReader()
+    reader.read(e for e in journal if e.seq <= after)  # earlier entries: start times, requests
+    entries = [e for e in journal if e.seq > after]
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "text/event-stream",
+            "Cache-Control": "no-store",
+            "X-Accel-Buffering": "no",  # nginx: do not buffer the stream
+        }
+    )
+    await response.prepare(request)
+    loop = asyncio.get_running_loop()
+    sent_status = None
+    beat = loop.time()
+    try:
+        while True:
+            for item in reader.read(entries):
+                html = fragment("_timeline_item.html.j2", i=item)
+                await response.write(event_text("item", html, item.seq))
+            if run.status != sent_status:
+                sent_status = run.status
+                await response.write(event_text("status", run.status.value))
+            if run.status in TERMINAL_RUN_STATUSES:
+                await response.write(event_text("end", run.status.value))
+                break
+            if loop.time() - beat >= HEARTBEAT_SECONDS:
+                beat = loop.time()
+                await response.write(b": keep-alive\n\n")
+            if await _closing(ctx, ctx.poll_seconds):
+                break
+            run, entries = await store.run_with_entries_after(run.id, reader.last_seq)
+    except ConnectionResetError:
+        pass  # the browser went away
+    return response

@@ -1,0 +1,113 @@
+"""Rendering pages: one jinja2 environment with the cards' escaping rules, the security headers
+every page carries, and errors shown as pages (the REST API keeps its JSON errors).
+
+Escaping: ``autoescape`` is on for every template, and ``finalize`` is the cards' web finalizer
+(``cards.templating.WEB``): every interpolated value that is not already ``Markup`` goes through
+``cards.text.visible`` (invisible and look-altering characters written as ``\\uXXXX``) before
+jinja2 escapes it. The only ``Markup`` a page receives is the card fragment that
+``cards.render.render_web_card`` produced under the same rules.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from datetime import UTC
+from typing import Any
+
+import jinja2
+from aiohttp import web
+
+from bot.api.errors import status_for
+from bot.api.routing import Handler
+from bot.web.context import web_context
+from cards.templating import WEB as CARDS_WEB
+from engine.errors import SignoffError
+from engine.timeline import human_duration
+
+log = logging.getLogger(__name__)
+
+ENV = jinja2.Environment(
+    loader=jinja2.PackageLoader("bot", "templates"),
+    autoescape=True,
+    finalize=CARDS_WEB.finalize,
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+ENV.filters.update({name: CARDS_WEB.filters[name] for name in ("iso", "plain_date", "clip")})
+ENV.filters["duration"] = human_duration
+ENV.filters["clock"] = lambda moment: moment.astimezone(UTC).strftime("%H:%M:%S")
+# Joins plain text (jinja2's own join would hand back Markup, skipping ``visible``).
+ENV.filters["commas"] = lambda values: ", ".join(str(v) for v in values)
+
+# Pages load nothing from elsewhere and run only our own script (the live timeline); forms post
+# only to us. no-referrer: a signed approval link in the address bar must not leak onwards.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; "
+        "img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+
+
+def fragment(template: str, **context: Any) -> str:
+    """A template rendered without the page shell (the live timeline's items)."""
+    return ENV.get_template(template).render(**context)
+
+
+async def render(
+    request: web.Request, template: str, *, status: int = 200, **context: Any
+) -> web.Response:
+    """A whole page: ``who`` (the signed-in principal) and ``csrf_token`` are always there."""
+    ctx = web_context(request)
+    who = await ctx.sessions.principal(request)
+    csrf = ctx.sessions.csrf_token(request)
+    html = ENV.get_template(template).render(who=who, csrf_token=csrf, **context)
+    response = web.Response(
+        text=html, status=status, content_type="text/html", headers=SECURITY_HEADERS
+    )
+    ctx.sessions.set_csrf_cookie(request, response)
+    return response
+
+
+async def message(
+    request: web.Request, status: int, title: str, text: str, *, tone: str = "bad"
+) -> web.Response:
+    context = {"title": title, "text": text, "tone": tone}
+    return await render(request, "message.html.j2", status=status, **context)
+
+
+def redirect(location: str) -> web.Response:
+    """303 See Other: after a form, the browser GETs the page that shows what happened."""
+    return web.Response(status=303, headers={"Location": location, **SECURITY_HEADERS})
+
+
+_TITLES = {400: "Not accepted", 401: "Sign in needed", 403: "Not allowed", 404: "Not found",
+           409: "Already decided", 410: "No longer available"}  # fmt: skip
+
+
+def page(handler: Handler) -> Handler:
+    """Errors in a page handler become a page with the right status, never a JSON body."""
+
+    @functools.wraps(handler)
+    async def wrapped(request: web.Request) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except SignoffError as exc:
+            status = status_for(exc)
+            if status >= 500:
+                log.error("%s %s: %s", request.method, request.path, exc.message)
+            return await message(request, status, _TITLES.get(status, "Something went wrong"),
+                                 exc.message)  # fmt: skip
+        except web.HTTPException:
+            raise
+        except Exception:
+            log.exception("unhandled error on %s %s", request.method, request.path)
+            return await message(request, 500, "Something went wrong", "internal error")
+
+    return wrapped

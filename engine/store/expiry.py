@@ -1,0 +1,160 @@
+"""Ending requests without a decision: expiry (the sweeper) and cancellation (an admin)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.engine import Connection
+
+from engine.errors import TransitionRefused
+from engine.model import JournalEvent, NewEvent, RunStatus, TakeoverRequest, TakeoverStatus
+from engine.store import tables as t
+from engine.store.base import (
+    INSERT_JOURNAL,
+    REQUEUE,
+    Guard,
+    StoreBase,
+    append_journal,
+    insert_outbox,
+    takeover_from_row,
+)
+from engine.store.db import mark_ready
+from engine.store.takeovers import _LIVE_RUN, _OPEN, OutboxFor
+
+
+class ExpiryStore(StoreBase):
+    async def expire_due(
+        self, now: datetime, *, limit: int = 500, outbox: OutboxFor | None = None
+    ) -> list[TakeoverRequest]:
+        """Expire up to ``limit`` pending requests past ``expiresAt`` (each exactly once, safe
+        with several sweepers) and re-queue their runs to apply ``timeoutBehavior``."""
+
+        def work(conn: Connection) -> list[TakeoverRequest]:
+            tr = t.takeover_requests
+            pick = (
+                select(tr.c.id, tr.c.run_id)
+                .where(tr.c.status == TakeoverStatus.PENDING.value, tr.c.expires_at <= now)
+                .order_by(tr.c.expires_at)
+                .limit(limit)
+            )
+            if not self.db.is_sqlite:
+                pick = pick.with_for_update(skip_locked=True)
+            picked = (conn.execute(pick)).all()
+            by_run: dict[str, str] = {}
+            for request_id, run_id in picked:
+                by_run.setdefault(run_id, request_id)  # one per run per batch: seq numbers
+            if not by_run:
+                return []
+            rows = list(
+                (
+                    conn.execute(
+                        update(tr)
+                        .where(
+                            tr.c.id.in_(list(by_run.values())),
+                            tr.c.status == TakeoverStatus.PENDING.value,
+                        )
+                        .values(status=TakeoverStatus.EXPIRED.value, decided_at=now)
+                        .returning(tr)
+                    )
+                ).mappings()
+            )
+            if not rows:
+                return []
+            seqs: dict[str, int] = dict(
+                (
+                    conn.execute(
+                        update(t.runs)
+                        .where(
+                            t.runs.c.id.in_([r["run_id"] for r in rows]),
+                            t.runs.c.status.in_(_LIVE_RUN),
+                        )
+                        .values(next_seq=t.runs.c.next_seq + 1, updated_at=now, status=REQUEUE)
+                        .returning(t.runs.c.id, t.runs.c.next_seq)
+                    )
+                ).all()
+            )
+            journal_rows = [
+                {
+                    "run_id": r["run_id"],
+                    "seq": seqs[r["run_id"]] - 1,
+                    "step_id": r["step_id"],
+                    "event": JournalEvent.TAKEOVER_EXPIRED.value,
+                    "data": {"requestId": r["id"], "behavior": r["timeout_behavior"]},
+                    "at": now,
+                }
+                for r in rows
+                if r["run_id"] in seqs
+            ]
+            if journal_rows:
+                conn.execute(INSERT_JOURNAL, journal_rows)
+                mark_ready(conn)
+            expired = [takeover_from_row(r) for r in rows]
+            if outbox is not None:
+                insert_outbox(conn, self, [m for req in expired for m in outbox(req)], now)
+            return expired
+
+        return await self.db.transact(work)
+
+    async def cancel_run(
+        self, run_id: str, actor: str, now: datetime, *, outbox: OutboxFor | None = None
+    ) -> list[TakeoverRequest]:
+        """Cancel a run, its open takeover requests and its unfinished child runs."""
+
+        def work(conn: Connection) -> list[TakeoverRequest]:
+            cancelled: list[TakeoverRequest] = []
+            pending = [run_id]
+            first = True
+            while pending:
+                current = pending.pop()
+                try:
+                    cancelled += _cancel_one(conn, current, actor, now)
+                except TransitionRefused:
+                    if first:
+                        raise
+                first = False
+                children = conn.execute(
+                    select(t.runs.c.id).where(
+                        t.runs.c.parent_run_id == current, t.runs.c.status.in_(_LIVE_RUN)
+                    )
+                )
+                pending.extend(children.scalars())
+            if outbox is not None:
+                insert_outbox(conn, self, [m for req in cancelled for m in outbox(req)], now)
+            return cancelled
+
+        return await self.db.transact(work)
+
+
+def _cancel_one(conn: Connection, run_id: str, actor: str, now: datetime) -> list[TakeoverRequest]:
+    tr = t.takeover_requests
+    rows = list(
+        (
+            conn.execute(
+                update(tr)
+                .where(tr.c.run_id == run_id, tr.c.status.in_(_OPEN))
+                .values(status=TakeoverStatus.CANCELLED.value, decided_by=actor, decided_at=now)
+                .returning(tr)
+            )
+        ).mappings()
+    )
+    events = [
+        NewEvent(JournalEvent.TAKEOVER_CANCELLED, r["step_id"], {"requestId": r["id"]})
+        for r in rows
+    ]
+    events.append(NewEvent(JournalEvent.RUN_CANCELLED, data={"by": actor}))
+    append_journal(
+        conn,
+        run_id,
+        events,
+        now,
+        guard=Guard.LIVE,
+        values={
+            "status": RunStatus.CANCELLED.value,
+            "lease_owner": None,
+            "lease_expires_at": None,
+            "error": f"cancelled by {actor}",
+        },
+        refused="the run has already ended",
+    )
+    return [takeover_from_row(r) for r in rows]

@@ -1,0 +1,168 @@
+"""Who may click, and what happens when many do: signatures, authorization, exactly one decision.
+
+Every request is signed the way Slack signs it; the tampered ones must be refused with 401
+before anything changes, and the good ones must be decided by the engine exactly once, however
+many arrive at once and however often each is delivered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+
+from engine.model import JournalEvent, RunStatus, TakeoverStatus
+from tests.integration.slack.harness import (
+    CHANNEL,
+    SECRET,
+    USERS,
+    SlackHarness,
+    running_slack,
+    signed_headers,
+)
+from tests.support.engines import wait_for, wait_status
+
+FLOWS = f"""
+refund:
+  nodes:
+    - {{id: approve, type: approval, reason: "Refund {{{{ input.order }}}}",
+       approvers: [finance], channels: ["slack:{CHANNEL}"]}}
+    - {{id: refund, type: connector, connector: demo-ledger, action: refund,
+       args: {{order: "{{{{ input.order }}}}"}}}}
+"""
+RACE_FLOWS = f"""
+race:
+  nodes:
+    - {{id: approve, type: approval, approvers: [clickers], channels: ["slack:{CHANNEL}"]}}
+    - {{id: act, type: connector, connector: demo-ledger, action: refund,
+       args: {{order: "{{{{ input.order }}}}"}}}}
+"""
+
+CLICKERS = {f"clicker{i:02d}": f"U0RACE{i:03d}" for i in range(20)}
+RACE_PEOPLE = (
+    "people:\n"
+    "  alice: {email: alice@example.com, slack: U0ALICE01}\n"
+    + "".join(f"  {name}: {{slack: {uid}}}\n" for name, uid in CLICKERS.items())
+    + "groups:\n"
+    + f"  clickers: [{', '.join(CLICKERS)}]\n"
+    + "admins: [alice]\n"
+)
+
+
+async def pending_request(h: SlackHarness, workflow: str = "refund") -> tuple[str, str]:
+    run_id = await h.start(workflow, {"order": "B-1"})
+    request = await h.request_of(run_id)
+    return run_id, request.id
+
+
+async def unchanged(h: SlackHarness, run_id: str, request_id: str, journal_size: int) -> None:
+    request = await h.engine.store.get_takeover(request_id)
+    assert request.status == TakeoverStatus.PENDING and request.votes == ()
+    assert len(await h.engine.store.journal(run_id)) == journal_size
+
+
+async def test_bad_signatures_are_refused_and_change_nothing(migrated_db_url: str) -> None:
+    async with running_slack(migrated_db_url, FLOWS) as h:
+        run_id, request_id = await pending_request(h)
+        await wait_status(h.engine, run_id, RunStatus.WAITING)
+        size = len(await h.engine.store.journal(run_id))
+        body, _ = h.action_body(USERS["bob"], "signoff_grant", request_id)
+
+        def aged(seconds: int) -> dict[str, str]:
+            """Signed now, with a timestamp ``seconds`` in the past (negative: the future)."""
+            return signed_headers(body, timestamp=int(time.time()) - seconds)
+
+        tampered = body.replace("signoff_grant", "signoff_takeover")
+        cases = {
+            "tampered body": lambda: (tampered, signed_headers(body)),
+            "wrong secret": lambda: (body, signed_headers(body, secret="not-" + SECRET)),
+            "301 s old": lambda: (body, aged(301)),
+            "301 s ahead": lambda: (body, aged(-301)),
+            "no signature": lambda: (body, {"Content-Type": "application/x-www-form-urlencoded"}),
+        }
+        for name, case in cases.items():
+            status, _ = await h.send(*case())
+            assert status == 401, name
+            await unchanged(h, run_id, request_id, size)
+        assert h.slack.responses == []
+
+        status, _ = await h.send(body, aged(299))
+        assert status == 200
+        granted = await h.engine.store.get_takeover(request_id)
+        assert granted.status == TakeoverStatus.RELEASED and granted.decided_by == "bob"
+
+
+async def test_only_approvers_may_decide_and_others_are_told(migrated_db_url: str) -> None:
+    async with running_slack(migrated_db_url, FLOWS) as h:
+        run_id, request_id = await pending_request(h)
+        await wait_status(h.engine, run_id, RunStatus.WAITING)
+        size = len(await h.engine.store.journal(run_id))
+
+        # dave is a person, but not in finance; U0STRANGER is nobody Signoff knows.
+        for user in (USERS["dave"], "U0STRANGER"):
+            for action in ("signoff_grant", "signoff_takeover", "signoff_deny"):
+                status, key = await h.click(user, action, request_id)
+                assert status == 200
+                told = await h.wait_told(key)
+                assert told.startswith("You are not an approver for this request"), told
+                await unchanged(h, run_id, request_id, size)
+        assert h.slack.views == []  # no deny modal for someone who may not deny
+
+        # A modal submitted by a non-approver (a forged view) is refused inside the modal.
+        status, body = await h.submit_deny(USERS["dave"], request_id, "no")
+        assert body["response_action"] == "errors"
+        await unchanged(h, run_id, request_id, size)
+
+
+async def test_the_requester_may_not_approve_their_own_run(migrated_db_url: str) -> None:
+    async with running_slack(migrated_db_url, FLOWS) as h:
+        # alice (admin, in finance) starts the run herself through the API.
+        status, run = await h.api.call(
+            "POST", "/v1/runs", as_="admin", json={"workflow": "refund", "input": {"order": "S"}}
+        )
+        assert status == 201 and run["requestedBy"] == "alice"
+        request = await h.request_of(run["id"])
+        await wait_status(h.engine, run["id"], RunStatus.WAITING)
+        size = len(await h.engine.store.journal(run["id"]))
+        status, key = await h.click(USERS["alice"], "signoff_grant", request.id)
+        assert status == 200
+        assert "you started this run" in (await h.wait_told(key)).lower()
+        await unchanged(h, run["id"], request.id, size)
+
+
+async def test_two_hundred_clicks_delivered_twice_make_one_decision(migrated_db_url: str) -> None:
+    async with running_slack(migrated_db_url, RACE_FLOWS, people=RACE_PEOPLE) as h:
+        run_id, request_id = await pending_request(h, "race")
+        await wait_status(h.engine, run_id, RunStatus.WAITING)
+
+        bodies = []
+        for i in range(200):  # 20 users, 10 clicks each; every click delivered twice
+            user = list(CLICKERS.values())[i % 20]
+            bodies.append(h.action_body(user, "signoff_grant", request_id, response_key=i))
+        sends = [h.send_signed(body) for body, _ in bodies for _ in range(2)]
+        started = time.perf_counter()
+        results = await asyncio.gather(*sends)
+        elapsed = time.perf_counter() - started
+        assert [status for status, _ in results] == [200] * 400, elapsed
+
+        decided = await h.engine.store.get_takeover(request_id)
+        assert decided.status == TakeoverStatus.RELEASED
+        winner = next(n for n in CLICKERS if n == decided.decided_by)
+        await wait_status(h.engine, run_id, RunStatus.COMPLETED)
+        journal = await h.engine.store.journal(run_id)
+        assert Counter(e.event for e in journal)[JournalEvent.TAKEOVER_GRANTED] == 1
+        executed = [e for e in await h.engine.store.ledger(run_id=run_id) if e["step_id"] == "act"]
+        assert len(executed) == 1
+
+        # Every click but the winning one is told who won (each click had its own response_url).
+        async def all_told() -> bool:
+            return len(h.slack.responses) >= 399
+
+        await wait_for(all_told, timeout=30)
+        await asyncio.sleep(0.2)  # nothing more arrives
+        assert len(h.slack.responses) == 399
+        expected = f"Already approved by <@{CLICKERS[winner]}>; nothing changed."
+        assert {r.body["text"] for r in h.slack.responses} == {expected}
+        assert all(r.body["response_type"] == "ephemeral" for r in h.slack.responses)
+        per_click = Counter(r.key for r in h.slack.responses)
+        assert sorted(per_click.values()).count(1) == 1 and len(per_click) == 200

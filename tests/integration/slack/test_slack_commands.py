@@ -1,0 +1,107 @@
+"""``/signoff``: help, pending with links to the cards, and the admins' gate commands (stored,
+audited, confirmed in channel; usage lines and refusals ephemeral, and then nothing changes)."""
+
+from __future__ import annotations
+
+from engine.gate.settings import Scope
+from tests.integration.slack.harness import CHANNEL, USERS, SlackHarness, running_slack
+from tests.support.engines import wait_for
+
+FLOWS = f"""
+refund:
+  nodes:
+    - {{id: approve, type: approval, reason: "Refund <b>{{{{ input.order }}}}</b>",
+       approvers: [finance], channels: ["slack:{CHANNEL}"]}}
+    - {{id: act, type: connector, connector: demo-ledger, action: note, args: {{n: 1}}}}
+"""
+
+
+async def overrides(h: SlackHarness) -> list[tuple[str, str, str, object]]:
+    found = await h.engine.gate.settings.overrides()
+    return [(o.scope.value, o.key, o.setting, o.value) for o in found]
+
+
+async def test_help_and_unknown_commands(migrated_db_url: str) -> None:
+    async with running_slack(migrated_db_url, FLOWS) as h:
+        for text in ("", "help"):
+            status, body, _ = await h.command("U0STRANGER", text)
+            assert status == 200
+            assert "/signoff pending" in body["text"] and "gate threshold" in body["text"]
+            assert body.get("response_type") in (None, "ephemeral")
+        status, body, _ = await h.command(USERS["bob"], "frobnicate <!channel>")
+        assert "Unknown command" in body["text"] and "<!channel>" not in body["text"]
+        status, body, _ = await h.command("U0STRANGER", "pending")
+        assert "not linked" in body["text"]
+
+
+async def test_pending_lists_what_you_may_decide_with_links_to_the_cards(
+    migrated_db_url: str,
+) -> None:
+    async with running_slack(migrated_db_url, FLOWS) as h:
+        run_id = await h.start("refund", {"order": "P-1"})
+        request = await h.request_of(run_id)
+
+        async def card_stored() -> list:
+            return await h.engine.store.chat_messages(request_id=request.id, kind="card")
+
+        (card,) = await wait_for(card_stored)
+
+        status, body, key = await h.command(USERS["bob"], "pending")
+        assert status == 200 and body["text"].startswith("1 request(s) waiting for you")
+        told = await h.wait_told(key)
+        link = f"https://fake.slack.test/archives/{CHANNEL}/p{card.message_ref.replace('.', '')}"
+        assert f"<{link}|Refund &lt;b&gt;P-1&lt;/b&gt;>" in told
+        (response,) = [r for r in h.slack.responses if r.key == key]
+        assert response.body["response_type"] == "ephemeral"
+
+        # dave is not an approver of it: nothing for him.
+        status, body, _ = await h.command(USERS["dave"], "pending")
+        assert body["text"] == "Nothing is waiting for your decision."
+
+
+async def test_gate_changes_need_an_admin_and_are_audited(migrated_db_url: str) -> None:
+    async with running_slack(migrated_db_url, FLOWS) as h:
+        # Not an admin: refused, nothing stored.
+        status, body, _ = await h.command(USERS["bob"], "gate threshold 0.5")
+        assert status == 200 and body.get("response_type") != "in_channel"
+        assert "Only an admin" in body["text"]
+        assert await overrides(h) == []
+
+        # Bad arguments: a usage line, ephemeral, nothing stored.
+        for bad in ("gate threshold 1.5", "gate samples many", "gate estimator magic",
+                    "gate threshold 0.5 node=approval", "gate calibrate maybe"):
+            status, body, _ = await h.command(USERS["alice"], bad)
+            assert "Usage:" in body["text"], bad
+            assert body.get("response_type") != "in_channel"
+        assert await overrides(h) == []
+
+        # The admin's changes: stored, audited (who, old, new), confirmed in channel.
+        changes = [
+            ("gate on", ("global", "", "enabled", True)),
+            ("gate threshold 0.6 agent=billing-bot", ("agent", "billing-bot", "threshold", 0.6)),
+            ("gate threshold 0.7 node=connector", ("node_type", "connector", "threshold", 0.7)),
+            ("gate estimator verbalization", ("global", "", "estimator", "verbalization")),
+            ("gate samples 7", ("global", "", "samples", 7)),
+            ("gate calibrate on", ("global", "", "calibrate", True)),
+        ]
+        for text, stored in changes:
+            status, body, _ = await h.command(USERS["alice"], text)
+            assert status == 200 and body["response_type"] == "in_channel", (text, body)
+            assert "by alice" in body["text"]
+            assert stored in await overrides(h)
+        audit = await h.engine.store.audit_log()
+        gate_entries = [a for a in audit if a["actor"] == "alice"]
+        assert len(gate_entries) == len(changes)
+        assert all("new" in a and "old" in a for a in gate_entries)
+
+        status, body, _ = await h.command(USERS["alice"], "gate threshold 0.65")
+        assert "previous override: none" in body["text"]
+        status, body, _ = await h.command(USERS["alice"], "gate threshold 0.8")
+        assert "previous override: 0.65" in body["text"]
+
+        status, body, _ = await h.command(USERS["alice"], "gate status")
+        assert body.get("response_type") != "in_channel"
+        assert "Confidence gate: ON" in body["text"]
+        effective = await h.engine.gate.settings.effective(None, None, fresh=True)
+        assert effective.threshold == 0.8 and effective.samples == 7
+        assert Scope.AGENT.value == "agent"

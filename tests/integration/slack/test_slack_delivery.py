@@ -1,0 +1,163 @@
+"""Outbound delivery: per-channel pacing against Slack's rate limit, Retry-After, retries, and a
+dedupe that survives a crash between a successful ``chat.postMessage`` and marking it sent."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from engine.ports import ManualClock, SystemClock
+from tests.integration.slack.harness import CHANNEL, running_slack
+from tests.support.engines import AGENT, wait_for
+
+BURST_CHANNEL = "C0BURST00"
+FLOWS = f"""
+burst:
+  nodes:
+    - {{id: approve, type: approval, approvers: [finance], channels: ["slack:{BURST_CHANNEL}"]}}
+    - {{id: act, type: connector, connector: demo-ledger, action: note, args: {{n: 1}}}}
+refund:
+  nodes:
+    - {{id: approve, type: approval, approvers: [finance], channels: ["slack:{CHANNEL}"]}}
+    - {{id: act, type: connector, connector: demo-ledger, action: note, args: {{n: 1}}}}
+lost:
+  nodes:
+    - {{id: approve, type: approval, approvers: [finance], channels: ["slack:C0MISSING"]}}
+"""
+
+
+async def outbox_rows(h, status: str | None = None) -> list:
+    return await h.engine.store.outbox_messages(status=status)
+
+
+async def test_a_burst_of_300_cards_respects_the_rate_limit_and_posts_each_once(
+    migrated_db_url: str,
+) -> None:
+    # The fake allows 25 posts per second per channel; the sink is told it may post every
+    # 4 ms, so it runs into the limit and must wait out each Retry-After (1 s).
+    async with running_slack(
+        migrated_db_url, FLOWS, rate=25, min_interval=0.004, clock=SystemClock()
+    ) as h:
+        started = time.perf_counter()
+        runs = await asyncio.gather(
+            *(h.engine.start_run("burst", {"n": i}, AGENT) for i in range(300))
+        )
+
+        async def all_posted() -> bool:
+            return len(h.slack.posted(BURST_CHANNEL)) >= 300
+
+        await wait_for(all_posted, timeout=120)
+        elapsed = time.perf_counter() - started
+        await asyncio.sleep(0.5)  # nothing more arrives
+        print(f"\n300 cards in {elapsed:.1f} s, {h.slack.rate_limited} answers 429")
+
+        posted = h.slack.posted(BURST_CHANNEL)
+        assert len(posted) == 300
+        assert h.slack.duplicates() == {}
+        assert {m.dedupe for m in posted} == {
+            f"card:{r.id}:slack:{BURST_CHANNEL}"
+            for r in await h.engine.store.list_takeovers(limit=1000)
+        }
+        assert h.slack.rate_limited >= 1, "the burst never reached the fake's limit"
+        assert h.slack.violations == []  # nothing was sent while Slack said to wait
+        assert len({run.id for run, _ in runs}) == 300
+        sent = await outbox_rows(h, "sent")
+        assert len([m for m, _, _ in sent if m.kind == "card"]) == 300
+
+
+async def test_a_crash_after_posting_does_not_post_the_card_twice(migrated_db_url: str) -> None:
+    clock = ManualClock()
+    async with running_slack(migrated_db_url, FLOWS, clock=clock) as h:
+        h.slack.post_delay = 30.0  # Slack posts the card, and the answer never arrives
+        run_id = (await h.engine.start_run("refund", {}, AGENT))[0].id
+
+        async def posted() -> bool:
+            return len(h.slack.posted(CHANNEL)) == 1
+
+        await wait_for(posted)
+        await h.engine.dispatcher.stop()  # the process dies before marking the row sent
+        (row, status, _), = [r for r in await outbox_rows(h) if r[0].kind == "card"]
+        assert status == "pending" and row.attempts == 0
+        assert await h.engine.store.chat_messages(run_id=run_id, kind="card") == []
+
+        # Another process takes over once the claim lapses: same row, attempts still 0.
+        h.slack.post_delay = 0.0
+        clock.advance(seconds=61)
+        assert await h.engine.dispatcher.deliver_due() >= 1
+        (message,) = h.slack.posted(CHANNEL)
+        assert len(h.slack.calls_of("chat.postMessage")) == 1
+        assert h.slack.calls_of("conversations.history")  # it looked before posting again
+        (card,) = await h.engine.store.chat_messages(run_id=run_id, kind="card")
+        assert card.message_ref == message.ts
+        thread = await h.engine.store.chat_thread(run_id, f"slack:{CHANNEL}")
+        assert thread is not None and thread.thread_ref == message.ts
+        (row, status, _), = [r for r in await outbox_rows(h) if r[0].kind == "card"]
+        assert status == "sent"
+
+
+async def test_server_errors_are_retried_without_searching_and_without_duplicates(
+    migrated_db_url: str,
+) -> None:
+    clock = ManualClock()
+    async with running_slack(migrated_db_url, FLOWS, clock=clock) as h:
+        h.slack.fail_next("chat.postMessage", "internal_error", status=500)
+        await h.engine.start_run("refund", {}, AGENT)
+
+        async def failed_once() -> list:
+            rows = [r for r in await outbox_rows(h) if r[0].kind == "card" and r[0].attempts]
+            return rows
+
+        ((_, status, error),) = await wait_for(failed_once)
+        assert status == "pending" and "internal_error" in (error or "")
+        assert h.slack.posted(CHANNEL) == []
+
+        clock.advance(seconds=3)  # past the first backoff (2 s)
+        await h.engine.dispatcher.deliver_due()
+        assert len(h.slack.posted(CHANNEL)) == 1
+        # Slack answered the first attempt, so nothing could have been posted: no search.
+        assert h.slack.calls_of("conversations.history") == []
+
+
+async def test_retry_after_from_slack_is_obeyed(migrated_db_url: str) -> None:
+    clock = ManualClock()
+    async with running_slack(migrated_db_url, FLOWS, clock=clock) as h:
+        h.slack.fail_next("chat.postMessage", "ratelimited", status=429)
+        await h.engine.start_run("refund", {}, AGENT)
+
+        async def limited() -> list:
+            return [r for r in await outbox_rows(h) if r[0].kind == "card" and r[0].attempts]
+
+        ((_, status, error),) = await wait_for(limited)
+        assert status == "pending" and "Retry-After 1 s" in (error or "")
+        assert await h.engine.dispatcher.deliver_due() == 0  # not due before Retry-After
+        clock.advance(seconds=1.5)
+        assert await h.engine.dispatcher.deliver_due() == 1
+        assert len(h.slack.posted(CHANNEL)) == 1
+        assert h.slack.violations == []
+
+
+async def test_errors_that_cannot_succeed_give_up_at_once(migrated_db_url: str) -> None:
+    clock = ManualClock()
+    async with running_slack(migrated_db_url, FLOWS, clock=clock) as h:
+        h.slack.missing_channels.add("C0MISSING")
+
+        async def failed(count: int) -> list:
+            async def check() -> list | None:
+                rows = await outbox_rows(h, "failed")
+                return rows if len(rows) >= count else None
+
+            found: list = await wait_for(check)
+            return found
+
+        await h.engine.start_run("lost", {}, AGENT)
+        await failed(1)
+        h.slack.fail_next("chat.postMessage", "invalid_blocks")
+        await h.engine.start_run("refund", {}, AGENT)
+        rows = await failed(2)
+        errors = [error or "" for _, _, error in rows]
+        assert any("channel_not_found" in e for e in errors)
+        assert any("invalid_blocks" in e for e in errors)
+        assert all(row.attempts == 1 for row, _, _ in rows)
+        clock.advance(hours=1)
+        await h.engine.dispatcher.deliver_due()
+        assert len(h.slack.calls_of("chat.postMessage")) == 2  # never tried again

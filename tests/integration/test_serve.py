@@ -1,0 +1,140 @@
+"""``signoff serve`` as a process: health, readiness, and a graceful SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from tests.support.process import Server, call, cli, free_port
+
+
+class SlowRemote:
+    """An HTTP service whose every call waits until the test lets it answer."""
+
+    def __init__(self) -> None:
+        self.arrived = asyncio.Event()
+        self.answer = asyncio.Event()
+        self.keys: list[str] = []
+        self.url = ""
+
+    async def handle(self, request: web.Request) -> web.Response:
+        self.keys.append(request.headers["Idempotency-Key"])
+        self.arrived.set()
+        await self.answer.wait()
+        return web.json_response({"done": True})
+
+
+@pytest.fixture
+async def remote() -> AsyncIterator[SlowRemote]:
+    fake = SlowRemote()
+    app = web.Application()
+    app.router.add_post("/work", fake.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    fake.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"  # type: ignore[union-attr]
+    yield fake
+    fake.answer.set()
+    await runner.cleanup()
+
+
+def config_for(tmp_path: Path, db_url: str, port: int, remote_url: str = "http://127.0.0.1:9") -> Path:
+    config = tmp_path / "app.yaml"
+    config.write_text(
+        textwrap.dedent(
+            f"""\
+            database: {{url: '{db_url}'}}
+            server: {{host: 127.0.0.1, port: {port}, pollSeconds: 0.1, leaseSeconds: 30}}
+            people: {{alice: {{email: alice@example.com}}}}
+            admins: [alice]
+            connectors:
+              remote:
+                type: http
+                baseUrl: {remote_url}
+                actions: {{work: {{kind: write, path: /work}}}}
+            workflows:
+              slow:
+                nodes:
+                  - {{id: work, type: connector, connector: remote, action: work, args: {{}}}}
+                  - {{id: after, type: connector, connector: demo-ledger, action: note,
+                     args: {{text: done}}}}
+            """
+        )
+    )
+    return config
+
+
+async def test_health_and_readiness(tmp_path: Path, db_url: str) -> None:
+    port = free_port()
+    config = config_for(tmp_path, db_url, port)
+    server = Server(config, port, tmp_path / "server.log")
+    await server.start(ready_path="/healthz")  # not migrated yet: alive, not ready
+    try:
+        async with aiohttp.ClientSession() as http:
+            status, body = await call(http, "GET", server.base + "/readyz", None)
+            assert status == 503
+            assert "signoff migrate" in body["reason"]
+            await cli(config, "migrate")
+            status, body = await call(http, "GET", server.base + "/readyz", None)
+            assert status == 200 and body["status"] == "ok"
+            status, body = await call(http, "GET", server.base + "/healthz", None)
+            assert status == 200
+            async with http.get(server.base + "/metrics") as resp:
+                assert resp.status == 200
+                assert "signoff_runs" in await resp.text()
+    finally:
+        assert await server.stop() == 0
+
+
+async def test_sigterm_lets_the_step_in_flight_finish(
+    tmp_path: Path, db_url: str, remote: SlowRemote
+) -> None:
+    port = free_port()
+    config = config_for(tmp_path, db_url, port, remote.url)
+    await cli(config, "migrate")
+    agent = (await cli(config, "token", "create", "--role", "agent", "--name", "a")).split()[-1]
+    admin = (
+        await cli(config, "token", "create", "--role", "admin", "--name", "o", "--person", "alice")
+    ).split()[-1]
+    server = Server(config, port, tmp_path / "server.log")
+    await server.start()
+    async with aiohttp.ClientSession() as http:
+        status, run = await call(
+            http, "POST", server.base + "/v1/runs", agent, {"workflow": "slow", "input": {}}
+        )
+        assert status == 201
+        await asyncio.wait_for(remote.arrived.wait(), 20)
+        stopping = asyncio.create_task(server.stop())
+        await asyncio.sleep(0.5)  # the process is shutting down while the call is in flight
+        assert not stopping.done()
+        remote.answer.set()
+        assert await stopping == 0, (tmp_path / "server.log").read_text()
+
+    # The step that was in flight finished and was recorded; nothing was cut in half.
+    restarted = Server(config, port, tmp_path / "server.log")
+    await restarted.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            for _ in range(200):
+                status, body = await call(
+                    http, "GET", f"{restarted.base}/v1/runs/{run['id']}", admin
+                )
+                if body["status"] == "completed":
+                    break
+                await asyncio.sleep(0.05)
+            assert body["status"] == "completed", body
+            status, journal = await call(
+                http, "GET", f"{restarted.base}/v1/runs/{run['id']}/journal", admin
+            )
+    finally:
+        await restarted.stop()
+    completed = [e["stepId"] for e in journal["events"] if e["event"] == "step_completed"]
+    assert completed == ["work", "after"]
+    assert remote.keys == [f"{run['id']}:work:1"]  # called once, never retried

@@ -1,0 +1,277 @@
+"""The approval page: signed per-approver links (single use, expiring with the request, for one
+person), console sessions deciding from the plain ``approvalUrl``, CSRF, and what a used or
+expired link shows. On SQLite and PostgreSQL, through a real server."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+
+from engine.model import Role, RunStatus, TakeoverStatus
+from engine.ports import ManualClock
+from tests.support.api import Api, running_api
+from tests.support.engines import AGENT, wait_status
+from tests.support.web import (
+    REFUND_DEMO,
+    csrf_of,
+    link_path,
+    local,
+    page,
+    pending_request,
+    sign_in,
+    submit,
+)
+
+QUORUM = """
+two-keys:
+  nodes:
+    - {id: approve, type: approval, reason: "Wire {{ input.amount }}", approvers: [finance],
+       approvalsRequired: 2, channels: [web]}
+    - {id: wire, type: connector, connector: demo-ledger, action: refund,
+       args: {amount: "{{ input.amount }}"}}
+"""
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+async def api(migrated_db_url: str, clock: ManualClock) -> AsyncIterator[Api]:
+    async with running_api(migrated_db_url, REFUND_DEMO + QUORUM, clock=clock) as api:
+        yield api
+
+
+async def _parked(api: Api, workflow: str = "refund-demo", **input: Any) -> Any:
+    input = input or {"order": "A-1042", "amount": "129.90"}
+    run, _ = await api.engine.start_run(workflow, input, AGENT)
+    return await pending_request(api.engine, run.id)
+
+
+async def test_the_plain_approval_url_shows_the_request_and_a_way_to_sign_in(api: Api) -> None:
+    request = await _parked(api)
+    status, body = await api.call("GET", f"/v1/runs/{request.run_id}/takeover", as_="bob")
+    assert status == 200
+    approval_url = body["requests"][0]["approvalUrl"]
+    assert approval_url == f"http://signoff.test/approvals/{request.id}"
+
+    status, html = await page(api.client, local(approval_url))
+
+    assert status == 200
+    assert "Refund 129.90 for A-1042" in html
+    assert "&#34;amount&#34;: &#34;129.90&#34;" in html  # the exact arguments, as text
+    assert "sign in to decide" in html
+    assert 'name="action"' not in html  # read-only without an identity
+
+
+async def test_a_signed_link_approves_once_and_then_shows_what_happened(api: Api) -> None:
+    request = await _parked(api)
+    link = link_path(api.client, request, "bob")
+
+    status, html = await page(api.client, link)
+    assert status == 200
+    assert "Deciding as <strong>bob</strong>" in html
+    assert 'value="grant"' in html and 'value="deny"' in html and 'value="takeover"' in html
+    token = csrf_of(html)  # an old tab keeps its form
+
+    resp = await submit(api.client, link, {"action": "grant", "reason": "checked the order"})
+    assert resp.status == 303
+    assert resp.headers["Location"] == link
+    await wait_status(api.engine, request.run_id, RunStatus.COMPLETED)
+    ledger = await api.engine.store.ledger(run_id=request.run_id)
+    assert [e["action"] for e in ledger] == ["lookup", "refund"]
+    assert ledger[1]["args"] == {"order": "A-1042", "amount": "129.90"}
+
+    status, html = await page(api.client, link)
+    assert status == 200
+    assert "You approved through this link at" in html
+    assert "Approved by <strong>bob</strong>" in html
+    assert 'name="action"' not in html
+
+    again = await api.client.post(
+        link, data={"action": "grant", "csrf_token": token}, allow_redirects=False
+    )
+    assert again.status == 409
+    text = await again.text()
+    assert "this link has already been used" in text
+    assert "Approved by <strong>bob</strong>" in text  # what happened, not an error page
+    use = await api.engine.store.link_use(request.id, "bob")
+    assert use is not None and use.action == "grant"
+
+
+async def test_deny_through_a_link_records_the_reason(api: Api) -> None:
+    request = await _parked(api)
+    link = link_path(api.client, request, "carol")
+
+    resp = await submit(api.client, link, {"action": "deny", "reason": "<b>duplicate</b> refund"})
+
+    assert resp.status == 303
+    await wait_status(api.engine, request.run_id, RunStatus.COMPLETED)  # the onDeny path
+    after = await api.engine.store.get_takeover(request.id)
+    assert after.status == TakeoverStatus.DENIED and after.notes == "<b>duplicate</b> refund"
+    status, html = await page(api.client, link)
+    assert status == 200
+    assert "Denied by <strong>carol</strong>" in html
+    assert "&lt;b&gt;duplicate&lt;/b&gt; refund" in html
+
+
+async def test_a_link_for_someone_who_may_not_decide_is_refused(api: Api) -> None:
+    request = await _parked(api)  # approvers: finance = alice, bob, carol
+    link = link_path(api.client, request, "dave")
+
+    status, html = await page(api.client, link)
+    assert status == 403
+    assert "dave: you are not an approver for this request" in html
+    assert 'name="action"' not in html
+
+    resp = await submit(api.client, link, {"action": "grant"}, csrf_from="/console/login")
+    assert resp.status == 403
+    assert (await api.engine.store.get_takeover(request.id)).status == TakeoverStatus.PENDING
+    assert await api.engine.store.link_use(request.id, "dave") is None
+
+
+async def test_an_altered_link_is_not_valid(api: Api) -> None:
+    request = await _parked(api)
+    link = link_path(api.client, request, "bob")
+
+    for altered in (link.replace("p=bob", "p=alice"), link.replace("exp=", "exp=1"), link[:-2]):
+        status, html = await page(api.client, altered)
+        assert status == 403, altered
+        assert "this approval link is not valid" in html
+        resp = await submit(api.client, altered, {"action": "grant"}, csrf_from="/console/login")
+        assert resp.status == 403
+    assert (await api.engine.store.get_takeover(request.id)).status == TakeoverStatus.PENDING
+
+
+async def test_a_form_without_its_csrf_token_is_refused(api: Api) -> None:
+    request = await _parked(api)
+    link = link_path(api.client, request, "bob")
+    _, html = await page(api.client, link)
+    token = csrf_of(html)
+
+    missing = await api.client.post(link, data={"action": "grant"}, allow_redirects=False)
+    wrong = await api.client.post(
+        link, data={"action": "grant", "csrf_token": token[:-4] + "0000"}, allow_redirects=False
+    )
+    api.client.session.cookie_jar.clear()  # another browser: the token is not its own
+    foreign = await api.client.post(
+        link, data={"action": "grant", "csrf_token": token}, allow_redirects=False
+    )
+
+    for resp in (missing, wrong, foreign):
+        assert resp.status == 403
+        assert resp.content_type == "text/html"
+        assert "security token" in await resp.text()
+    assert (await api.engine.store.get_takeover(request.id)).status == TakeoverStatus.PENDING
+
+
+async def test_an_expired_request_answers_410_with_what_happened(
+    api: Api, clock: ManualClock
+) -> None:
+    request = await _parked(api)
+    link = link_path(api.client, request, "bob")
+    _, html = await page(api.client, link)
+    clock.advance(minutes=31)
+
+    status, html_after = await page(api.client, link)
+    assert status == 410
+    assert "This request expired before anyone decided it." in html_after
+    assert "Expired" in html_after and 'name="action"' not in html_after
+    plain_status, _ = await page(api.client, f"/approvals/{request.id}")
+    assert plain_status == 410
+
+    resp = await api.client.post(
+        link, data={"action": "grant", "csrf_token": csrf_of(html)}, allow_redirects=False
+    )
+    assert resp.status == 410
+    assert "Expired" in await resp.text()
+
+
+async def test_take_over_then_release_through_the_same_link(api: Api) -> None:
+    request = await _parked(api)
+    link = link_path(api.client, request, "bob")
+
+    assert (await submit(api.client, link, {"action": "takeover"})).status == 303
+    status, html = await page(api.client, link)
+    assert status == 200
+    assert "You took this over" in html and 'value="release"' in html
+    assert (await api.engine.store.get_run(request.run_id)).status == RunStatus.WAITING
+
+    _, html = await page(api.client, link)
+    token = csrf_of(html)
+    assert (await submit(api.client, link, {"action": "release"})).status == 303
+    await wait_status(api.engine, request.run_id, RunStatus.COMPLETED)
+    again = await api.client.post(
+        link, data={"action": "release", "csrf_token": token}, allow_redirects=False
+    )
+    assert again.status == 409
+    use = await api.engine.store.link_use(request.id, "bob")
+    assert use is not None and use.action == "release"
+
+
+async def test_someone_elses_takeover_is_theirs_to_release(api: Api) -> None:
+    request = await _parked(api)
+    bob = link_path(api.client, request, "bob")
+    assert (await submit(api.client, bob, {"action": "takeover"})).status == 303
+
+    status, html = await page(api.client, link_path(api.client, request, "carol"))
+
+    assert status == 200
+    assert "Taken over by bob, who will release it." in html
+    assert 'name="action"' not in html
+
+
+async def test_quorum_progress_and_one_vote_per_link(api: Api) -> None:
+    request = await _parked(api, "two-keys", amount="5000")
+    bob, carol = link_path(api.client, request, "bob"), link_path(api.client, request, "carol")
+
+    assert (await submit(api.client, bob, {"action": "grant"})).status == 303
+    status, html = await page(api.client, bob)
+    assert status == 200
+    assert "1 of 2 approvals" in html and "You approved through this link" in html
+    status, html = await page(api.client, carol)
+    assert "1 of 2 approvals" in html and 'value="grant"' in html
+
+    assert (await submit(api.client, carol, {"action": "grant"})).status == 303
+    await wait_status(api.engine, request.run_id, RunStatus.COMPLETED)
+
+
+async def test_a_console_session_decides_from_the_plain_page(api: Api) -> None:
+    request = await _parked(api)
+    plain = f"/approvals/{request.id}"
+    await sign_in(api.client, api.tokens["bob"])
+
+    status, html = await page(api.client, plain)
+    assert status == 200
+    assert "Signed in as <strong>bob</strong>" in html and 'value="grant"' in html
+
+    resp = await submit(api.client, plain, {"action": "grant"})
+    assert resp.status == 303 and resp.headers["Location"] == plain
+    await wait_status(api.engine, request.run_id, RunStatus.COMPLETED)
+    assert await api.engine.store.link_use(request.id, "bob") is None  # no link was used
+
+
+async def test_without_identity_a_post_asks_to_sign_in(api: Api) -> None:
+    request = await _parked(api)
+    plain = f"/approvals/{request.id}"
+    resp = await submit(api.client, plain, {"action": "grant"}, csrf_from="/console/login")
+    assert resp.status == 401
+    assert "sign in to decide" in await resp.text()
+
+
+async def test_the_run_starter_cannot_approve_through_the_console(api: Api) -> None:
+    await api.token("ops", Role.APPROVER, "alice")
+    run, _ = await api.engine.start_run(
+        "refund-demo", {"order": "A-1", "amount": "1"}, api.engine.principal_for_person("alice")
+    )
+    request = await pending_request(api.engine, run.id)
+    await sign_in(api.client, api.tokens["ops"])
+
+    status, html = await page(api.client, f"/approvals/{request.id}")
+
+    assert status == 200
+    assert "you started this run, so you cannot approve it" in html
+    assert 'name="action"' not in html

@@ -1,0 +1,130 @@
+"""The cards' hostile values, sent as a run's input, appear as text on every page: the approval
+page (read-only and through a link), the queue, the runs list, the run page, its live stream,
+and error pages. No element, attribute or link of theirs survives, and invisible characters
+are shown as escapes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from html.parser import HTMLParser
+from urllib.parse import quote
+
+import pytest
+
+from engine.ports import ManualClock
+from tests.support.api import Api, running_api
+from tests.support.engines import AGENT
+from tests.support.web import REFUND_DEMO, link_path, page, pending_request, sign_in
+
+# The values of the cards' injection tests (tests/unit/cards/test_cards_injection.py).
+HOSTILE = {
+    "channel": "<!channel>",
+    "user": "<@U123>",
+    "here": "@here",
+    "markdown_link": "[click](https://evil.example)",
+    "html": "<b>bold</b><script>alert(1)</script><img src=x onerror=alert(1)>",
+    "rlo": "invoice\u202efdp.exe",
+    "zero_width": "pay\u200bpal\u2060\ufeff",
+    "ac_date": "{{DATE(2017-02-14T06:08:39Z, SHORT)}}",
+    "backticks": "```\n*bold* <!here>\n```",
+    "slack_link": "<https://evil.example|Open the approval page>",
+    "entity": "&lt;!channel&gt; &amp;",
+}
+HIDDEN = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
+OUR_TAGS = {
+    "html", "head", "meta", "title", "link", "body", "header", "nav", "a", "form", "input",
+    "span", "button", "main", "p", "strong", "section", "h1", "h2", "h3", "dl", "dt", "dd",
+    "code", "pre", "time", "ol", "li", "label", "textarea", "table", "thead", "tbody", "tr",
+    "th", "td", "div", "select", "option", "ul", "script", "noscript", "progress", "br",
+}  # fmt: skip
+
+
+class _Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[str] = []
+        self.attrs: list[tuple[str, str]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.attrs += [(k, v or "") for k, v in attrs]
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def assert_safe(html: str, value: str, *, in_attribute: bool = False) -> None:
+    parsed = _Page()
+    parsed.feed(html)
+    assert set(parsed.tags) <= OUR_TAGS, set(parsed.tags) - OUR_TAGS
+    assert parsed.tags.count("script") <= 1
+    assert not [k for k, _ in parsed.attrs if k.startswith("on")]
+    for key, url in parsed.attrs:
+        if key in ("href", "src", "action"):
+            assert url.startswith("/") and not url.startswith("//"), url
+    assert "evil.example" not in "".join(v for _, v in parsed.attrs)
+    assert not HIDDEN.search(html)
+    if in_attribute:
+        assert value in [v for _, v in parsed.attrs]
+    elif not HIDDEN.search(value):
+        # the value is there, as text (the page may show it inside JSON, so compare loosely)
+        text = "".join(parsed.text)
+        assert value.replace("\n", "") in text.replace("\n", "").replace("\\n", ""), value
+
+
+@pytest.fixture
+async def api(migrated_db_url: str) -> AsyncIterator[Api]:
+    async with running_api(migrated_db_url, REFUND_DEMO, clock=ManualClock()) as api:
+        yield api
+
+
+async def test_hostile_values_are_text_on_every_page(api: Api) -> None:
+    requests = {}
+    for name, value in HOSTILE.items():
+        run, _ = await api.engine.start_run(
+            "refund-demo", {"order": value, "amount": value}, AGENT, agent=value
+        )
+        requests[name] = await pending_request(api.engine, run.id)
+
+    for name, request in requests.items():
+        value = HOSTILE[name]
+        status, link_page = await page(api.client, link_path(api.client, request, "bob"))
+        assert status == 200, name
+        assert 'value="grant"' in link_page
+        assert_safe(link_page, value)
+        _, plain = await page(api.client, f"/approvals/{request.id}")
+        assert_safe(plain, value)
+
+    await sign_in(api.client, api.tokens["admin"])
+    _, queue = await page(api.client, "/console")
+    _, runs = await page(api.client, "/console/runs")
+    for name, value in HOSTILE.items():
+        assert_safe(queue, value)
+        assert_safe(runs, value if name != "backticks" else "*bold*")  # agent names: one line
+        request = requests[name]
+        _, run_page = await page(api.client, f"/console/runs/{request.run_id}")
+        assert_safe(run_page, value)
+        stream = await api.client.get(f"/console/runs/{request.run_id}/events?after=0")
+        chunk = (await stream.content.readuntil(b"event: status")).decode()
+        stream.close()
+        items = "".join(
+            line[len("data: ") :] for line in chunk.splitlines() if line.startswith("data: ")
+        )
+        assert_safe(items, value)
+
+
+async def test_hostile_paths_and_parameters_are_text_on_error_and_login_pages(api: Api) -> None:
+    value = HOSTILE["html"]
+    status, missing = await page(api.client, "/approvals/" + quote(value, safe=""))
+    assert status == 404
+    assert_safe(missing, value)
+
+    status, login = await page(api.client, "/console/login?next=" + quote("/" + value))
+    assert status == 200
+    assert_safe(login, "/" + value, in_attribute=True)  # the hidden field's value
+
+    status, bad_link = await page(api.client, "/approvals/x?p=" + quote(value) + "&exp=1&sig=0")
+    assert status == 403
+    assert_safe(bad_link, "this approval link is not valid")

@@ -1,0 +1,143 @@
+"""Helpers for the web pages' tests: the demo workflow, forms with their CSRF token, sign-in,
+and signed links as local paths."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+from urllib.parse import urlsplit
+
+from aiohttp import ClientResponse
+from aiohttp.test_utils import TestClient, TestServer
+
+from bot.app import create_app
+from bot.keys import ENGINE
+from bot.web.context import WEB, WebContext
+from engine.config import AppConfig, parse_config
+from engine.model import Role, TakeoverRequest, TakeoverStatus
+from engine.ports import ManualClock, SequentialIds
+from engine.runtime import Engine, EngineOptions
+from tests.support.api import Api
+from tests.support.engines import PEOPLE, wait_for
+from tests.support.process import free_port
+
+REFUND_DEMO = """
+refund-demo:
+  nodes:
+    - {id: lookup, type: connector, connector: demo-ledger, action: lookup,
+       args: {order: "{{ input.order }}"}}
+    - {id: approve, type: approval, reason: "Refund {{ input.amount }} for {{ input.order }}",
+       approvers: [finance], channels: [web], timeoutMinutes: 30, onDeny: notify-denied}
+    - {id: refund, type: connector, connector: demo-ledger, action: refund,
+       args: {order: "{{ input.order }}", amount: "{{ input.amount }}"}, next: end}
+    - {id: notify-denied, type: connector, connector: demo-ledger, action: note,
+       args: {text: "refund refused"}}
+"""
+
+_CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
+
+
+def csrf_of(html: str) -> str:
+    found = _CSRF.search(html)
+    assert found is not None, "the page has no form with a CSRF token"
+    return found.group(1)
+
+
+def local(url: str) -> str:
+    """An absolute link of the public URL as a path on the test server."""
+    parts = urlsplit(url)
+    return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+def web_of(client: TestClient[Any, Any]) -> WebContext:
+    app = client.server.app
+    assert app is not None
+    return app[WEB]
+
+
+async def page(client: TestClient[Any, Any], path: str) -> tuple[int, str]:
+    resp = await client.get(path, allow_redirects=False)
+    return resp.status, await resp.text()
+
+
+async def submit(
+    client: TestClient[Any, Any],
+    path: str,
+    fields: dict[str, str],
+    *,
+    csrf_from: str | None = None,
+) -> ClientResponse:
+    """POST a form the way a browser does after loading ``csrf_from`` (default: ``path``)."""
+    _, html = await page(client, csrf_from or path)
+    return await client.post(
+        path, data={"csrf_token": csrf_of(html), **fields}, allow_redirects=False
+    )
+
+
+async def sign_in(client: TestClient[Any, Any], token: str) -> ClientResponse:
+    resp = await submit(client, "/console/login", {"token": token, "next": "/console"})
+    assert resp.status == 303, await resp.text()
+    return resp
+
+
+async def pending_request(engine: Engine, run_id: str) -> TakeoverRequest:
+    async def found() -> TakeoverRequest | None:
+        pending = await engine.store.list_takeovers(
+            run_id=run_id, statuses=[TakeoverStatus.PENDING]
+        )
+        return pending[0] if pending else None
+
+    request: TakeoverRequest = await wait_for(found)
+    return request
+
+
+def link_path(client: TestClient[Any, Any], request: TakeoverRequest, person: str) -> str:
+    return local(web_of(client).links.url(request, person))
+
+
+def web_config(
+    db_url: str, workflows_yaml: str, *, port: int, secret_key: str = "", extra: str = ""
+) -> AppConfig:
+    """A configuration whose public URL is the test server's real address (links work)."""
+    text = (
+        f"database: {{url: '{db_url}'}}\n"
+        f"server: {{host: 127.0.0.1, port: {port}, workers: 8, leaseSeconds: 30, "
+        f"pollSeconds: 0.05, secretKey: '{secret_key}'}}\n"
+        + PEOPLE
+        + textwrap.dedent(extra)
+        + "workflows:\n"
+        + textwrap.indent(textwrap.dedent(workflows_yaml), "  ")
+    )
+    return parse_config(text, {})
+
+
+@asynccontextmanager
+async def running_web(
+    db_url: str,
+    workflows_yaml: str = REFUND_DEMO,
+    *,
+    secret_key: str = "",
+    clock: ManualClock | None = None,
+    extra: str = "",
+) -> AsyncIterator[Api]:
+    """Like ``tests.support.api.running_api``, on a known port that is also the public URL."""
+    port = free_port()
+    config = web_config(db_url, workflows_yaml, port=port, secret_key=secret_key, extra=extra)
+    options = EngineOptions(
+        clock=clock or ManualClock(), ids=SequentialIds("id"), owner="web-worker"
+    )
+    app = create_app(config, options)
+    client: TestClient[Any, Any] = TestClient(TestServer(app, host="127.0.0.1", port=port))
+    await client.start_server()
+    api = Api(client, app[ENGINE], {})
+    await api.token("agent", Role.AGENT)
+    await api.token("admin", Role.ADMIN, "alice")
+    for name in ("bob", "carol", "dave"):
+        await api.token(name, Role.APPROVER, name)
+    try:
+        yield api
+    finally:
+        await client.close()
