@@ -19,6 +19,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from engine.errors import StepError
 
+
 class _DataEnvironment(ImmutableSandboxedEnvironment):
     """Arguments are JSON data: ``input.items`` is the ``items`` field, not ``dict.items``.
     (jinja2 tries the attribute first; here a mapping's key wins.)"""

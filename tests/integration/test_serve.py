@@ -45,7 +45,9 @@ async def remote() -> AsyncIterator[SlowRemote]:
     await runner.cleanup()
 
 
-def config_for(tmp_path: Path, db_url: str, port: int, remote_url: str = "http://127.0.0.1:9") -> Path:
+def config_for(
+    tmp_path: Path, db_url: str, port: int, remote_url: str = "http://127.0.0.1:9"
+) -> Path:
     config = tmp_path / "app.yaml"
     config.write_text(
         textwrap.dedent(
