@@ -18,25 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import timedelta
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
 from engine import notify
-from engine.binding import binding_hash
-from engine.connectors import ConnectorRegistry
-from engine.connectors.python_callable import call_function, resolve_callable
 from engine.errors import (
     NondeterminismError,
     NotFound,
-    SignoffError,
     StepError,
     TransitionRefused,
 )
-from engine.expressions import evaluate, render_text
+from engine.expressions import evaluate
 from engine.model import (
-    SIDE_EFFECTING,
     TERMINAL_RUN_STATUSES,
     JournalEntry,
     JournalEvent,
@@ -47,50 +40,18 @@ from engine.model import (
     Run,
     RunStatus,
     TakeoverKind,
-    TakeoverRequest,
-    TakeoverStatus,
-    TimeoutBehavior,
     Workflow,
 )
-from engine.ports import (
-    ChatMessage,
-    Clock,
-    ConnectorCall,
-    GateQuestion,
-    IdSource,
-    Sampler,
-    StepGate,
-)
-from engine.store import NewRun, SqlStore
+from engine.parking import build_request
+from engine.replay import JournalIndex, StepHistory, brief, denial_text
+from engine.services import Services
+from engine.steps import call_step, callback_message, gate_question
+from engine.store import NewRun
 
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 3
 _RETRY_BACKOFF_SECONDS = (0.2, 1.0)
-
-
-class WorkflowLookup(Protocol):
-    """Finds a workflow by name; implemented by ``engine.workflow_source.WorkflowSource``."""
-
-    async def get(self, name: str) -> Workflow: ...
-
-
-@dataclass
-class Services:
-    """What the interpreter needs from the outside, injected at startup."""
-
-    store: SqlStore
-    workflows: WorkflowLookup
-    connectors: ConnectorRegistry
-    clock: Clock
-    ids: IdSource
-    expand_people: Callable[[Sequence[str]], tuple[str, ...]]
-    default_approvers: tuple[str, ...] = ()  # app.yaml `approvers:`: a node naming nobody
-    sampler: Sampler | None = None
-    gate: StepGate | None = None
-    wake: Callable[[], None] = lambda: None  # runs became ready
-    wake_outbox: Callable[[], None] = lambda: None  # chat messages were queued
-    stopping: Callable[[], bool] = lambda: False  # the process is shutting down
 
 
 class Interpreter:
@@ -131,35 +92,6 @@ class _Restart(Exception):
     """The journal changed under us; replay from the start."""
 
 
-@dataclass
-class _Step:
-    """Everything the journal says about one step."""
-
-    started: JournalEntry | None = None
-    events: list[JournalEntry] = field(default_factory=list)
-
-    def last(self, event: JournalEvent) -> JournalEntry | None:
-        for entry in reversed(self.events):
-            if entry.event == event:
-                return entry
-        return None
-
-    def count(self, event: JournalEvent, **match: Any) -> int:
-        return sum(
-            1
-            for e in self.events
-            if e.event == event and all(e.data.get(k) == v for k, v in match.items())
-        )
-
-
-_OUTCOMES = {
-    JournalEvent.TAKEOVER_RELEASED: "approved",
-    JournalEvent.TAKEOVER_DENIED: "denied",
-    JournalEvent.TAKEOVER_EXPIRED: "expired",
-    JournalEvent.TAKEOVER_CANCELLED: "cancelled",
-}
-
-
 class _Walk:
     """One replay of one run, by the worker that holds its lease."""
 
@@ -171,29 +103,11 @@ class _Walk:
         self.next_seq = journal[-1].seq + 1 if journal else 1
         self.pending: list[NewEvent] = []
         self.outbox: list[OutboxMessage] = []
-        self.steps: dict[str, _Step] = {}
-        self.started_order: list[JournalEntry] = []
-        self.outcomes: dict[str, tuple[str, JournalEntry]] = {}
-        self.manual: list[JournalEntry] = []
-        self.grant_notes: dict[str, Any] = {}
-        for entry in journal:
-            request_id = entry.data.get("requestId")
-            if entry.event in _OUTCOMES and request_id:
-                self.outcomes[request_id] = (_OUTCOMES[entry.event], entry)
-            if entry.event == JournalEvent.TAKEOVER_GRANTED and request_id:
-                self.grant_notes[request_id] = entry.data.get("notes")
-            if entry.event == JournalEvent.TAKEOVER_REQUESTED and entry.data.get("kind") in (
-                TakeoverKind.MANUAL.value,
-                TakeoverKind.POLICY.value,
-            ):
-                self.manual.append(entry)
-            if entry.step_id is None:
-                continue
-            step = self.steps.setdefault(entry.step_id, _Step())
-            if entry.event == JournalEvent.STEP_STARTED and step.started is None:
-                step.started = entry
-                self.started_order.append(entry)
-            step.events.append(entry)
+        index = JournalIndex(journal)
+        self.index = index
+        self.steps = index.steps
+        self.started_order = index.started_order
+        self.manual = index.manual
         self.context: dict[str, Any] = {
             "input": run.input,
             "steps": {},
@@ -218,7 +132,7 @@ class _Walk:
                         run_id=self.run.id,
                     )
             visited += 1
-            step = self.steps.get(node.id, _Step())
+            step = self.steps.get(node.id, StepHistory())
             completed = step.last(JournalEvent.STEP_COMPLETED)
             if completed is not None:
                 self._remember(node, completed.data.get("output"))
@@ -251,7 +165,7 @@ class _Walk:
         return workflow.successor(node)
 
     async def _execute(
-        self, workflow: Workflow, node: Node, step: _Step
+        self, workflow: Workflow, node: Node, step: StepHistory
     ) -> tuple[Any, str | None] | RunStatus | None:
         if node.type == NodeType.APPROVAL:
             return await self._approval(workflow, node, step)
@@ -262,12 +176,12 @@ class _Walk:
     # -- approval nodes ------------------------------------------------------------------------
 
     async def _approval(
-        self, workflow: Workflow, node: Node, step: _Step
+        self, workflow: Workflow, node: Node, step: StepHistory
     ) -> tuple[Any, str | None] | RunStatus | None:
         requested = step.last(JournalEvent.TAKEOVER_REQUESTED)
         if requested is None:
             return await self._park_for_approval(workflow, node, step, TakeoverKind.NODE)
-        verdict = self._verdict(requested)
+        verdict = self.index.verdict(requested)
         if verdict is None:
             return await self._repark(node, requested)
         approved, data = verdict
@@ -276,31 +190,13 @@ class _Walk:
             return data, None
         if node.on_deny:
             return data, "onDeny"
-        return await self.fail(node, _denial_text(data), step_failed=True)
-
-    def _verdict(self, requested: JournalEntry) -> tuple[bool, dict[str, Any]] | None:
-        """(approved?, output) once the request has an outcome; None while it is open."""
-        request_id = requested.data["requestId"]
-        found = self.outcomes.get(request_id)
-        if found is None:
-            return None
-        outcome, entry = found
-        data: dict[str, Any] = {"requestId": request_id, "outcome": outcome}
-        if outcome == "approved":
-            data.update(approved=True, by=entry.data.get("by"))
-            data["notes"] = self.grant_notes.get(request_id)
-            return True, data
-        if outcome == "expired" and entry.data.get("behavior") == TimeoutBehavior.AUTO_APPROVE:
-            data.update(approved=True, by="timeout (auto-approve)")
-            return True, data
-        data.update(approved=False, by=entry.data.get("by"), notes=entry.data.get("notes"))
-        return False, data
+        return await self.fail(node, denial_text(data), step_failed=True)
 
     async def _park_for_approval(
         self,
         workflow: Workflow,
         node: Node,
-        step: _Step,
+        step: StepHistory,
         kind: TakeoverKind,
         *,
         args: Any = None,
@@ -310,62 +206,22 @@ class _Walk:
         approvers: Sequence[str] | None = None,
     ) -> RunStatus | None:
         s = self.s
-        now = s.clock.now()
-        request_id = s.ids.new_id()
-        details: dict[str, Any] = {
-            "workflow": self.run.workflow,
-            "agent": self.run.agent,
-            "nodeType": node.type.value,
-        }
-        if target is None and kind == TakeoverKind.NODE:
-            target = workflow.successor(node)
-            if target is not None and target.type in SIDE_EFFECTING:
-                try:
-                    args = evaluate(dict(target.args), self.context)
-                except StepError:
-                    target, args = None, None
-            else:
-                target = None
-        if target is not None:
-            details.update(
-                stepId=target.id,
-                connector=target.connector,
-                action=target.action or target.function,
-                args=args,
-                bindingHash=binding_hash(target.connector, target.action, args),
-            )
-        if confidence is not None:
-            details["confidence"] = confidence
-        chosen_channels = tuple(channels if channels is not None else node.channels)
-        request = TakeoverRequest(
-            id=request_id,
-            run_id=self.run.id,
-            step_id=node.id,
+        request = build_request(
+            request_id=s.ids.new_id(),
+            now=s.clock.now(),
+            run=self.run,
+            workflow=workflow,
+            node=node,
             kind=kind,
-            status=TakeoverStatus.PENDING,
-            reason=render_text(node.reason or _default_reason(node, kind), self.context),
-            created_at=now,
-            expires_at=now + timedelta(minutes=node.timeout_minutes),
+            context=self.context,
+            args=args,
+            target=target,
+            confidence=confidence,
+            channels=channels,
             approvers=s.expand_people(approvers or node.approvers or s.default_approvers),
-            approvals_required=node.approvals_required,
-            allow_self_approval=node.allow_self_approval,
-            timeout_behavior=node.timeout_behavior,
-            channels=chosen_channels,
-            requested_by=self.run.requested_by,
-            details=details,
-            deny_reason_required=node.deny_reason_required,
-            remind_at=(
-                now + timedelta(minutes=node.timeout_minutes - node.remind_before_minutes)
-                if node.remind_before_minutes
-                else None
-            ),
-            escalate_at=(
-                now + timedelta(minutes=node.escalate_after_minutes)
-                if node.escalate_after_minutes
-                else None
-            ),
             escalate_to=s.expand_people(node.escalate_to),
         )
+        request_id, chosen_channels = request.id, request.channels
         events = [] if self._is_started(node, step) else [self._started(node)]
         events += [
             NewEvent(
@@ -396,13 +252,13 @@ class _Walk:
         )
         return RunStatus.WAITING
 
-    async def _manual_takeover(self, node: Node, step: _Step) -> RunStatus | None:
+    async def _manual_takeover(self, node: Node, step: StepHistory) -> RunStatus | None:
         for entry in self.manual:
             if entry.step_id not in (None, node.id):
                 continue
             if entry.step_id is None and step.events:
                 continue  # "before its next step": this one is already under way
-            verdict = self._verdict(entry)
+            verdict = self.index.verdict(entry)
             if verdict is None:
                 await self._park(
                     [
@@ -416,13 +272,15 @@ class _Walk:
                 return RunStatus.WAITING
             approved, data = verdict
             if not approved:
-                return await self.fail(node, _denial_text(data), step_failed=True)
+                return await self.fail(node, denial_text(data), step_failed=True)
             self.notify_channels = tuple(entry.data.get("channels", ()))
         return None
 
     # -- child runs ----------------------------------------------------------------------------
 
-    async def _child(self, node: Node, step: _Step) -> tuple[Any, str | None] | RunStatus | None:
+    async def _child(
+        self, node: Node, step: StepHistory
+    ) -> tuple[Any, str | None] | RunStatus | None:
         s = self.s
         child_id = step.started.data.get("childRunId") if step.started else None
         if child_id is None:
@@ -458,7 +316,7 @@ class _Walk:
     # -- tool, connector and ai-step nodes -----------------------------------------------------
 
     async def _action(
-        self, workflow: Workflow, node: Node, step: _Step
+        self, workflow: Workflow, node: Node, step: StepHistory
     ) -> tuple[Any, str | None] | RunStatus | None:
         s = self.s
         try:
@@ -470,7 +328,7 @@ class _Walk:
         gated = step.last(JournalEvent.CONFIDENCE_EVALUATED)
         gated_data = gated.data if gated is not None else None
         if gated_data is None and s.gate is not None:
-            gated_data = await s.gate.assess(self._question(node, args))
+            gated_data = await s.gate.assess(gate_question(self.run, node, args, self.context))
             if gated_data is not None:
                 self.pending.append(
                     NewEvent(JournalEvent.CONFIDENCE_EVALUATED, node.id, gated_data)
@@ -496,18 +354,18 @@ class _Walk:
                     channels=gated_data.get("channels", ()),
                     approvers=gated_data.get("approvers", ()),
                 )
-            verdict = self._verdict(requested)
+            verdict = self.index.verdict(requested)
             if verdict is None:
                 return await self._repark(node, requested)
             approved, data = verdict
             self.notify_channels = tuple(requested.data.get("channels", ()))
             if not approved:
-                return await self.fail(node, _denial_text(data), step_failed=True)
+                return await self.fail(node, denial_text(data), step_failed=True)
         attempt = 1 + step.count(JournalEvent.STEP_FAILED, retryable=True)
         while True:
             await self._commit([])  # step_started (and what came before) is durable first
             try:
-                output = await self._call(node, args, attempt)
+                output = await call_step(self.s, self.run, node, args, attempt, self.context)
                 break
             except StepError as exc:
                 if exc.retryable and attempt < MAX_ATTEMPTS:
@@ -530,59 +388,10 @@ class _Walk:
                 self.run.id,
                 "step_result",
                 f"{self.run.id}:{node.id}",
-                {"runId": self.run.id, "stepId": node.id, "ok": True, "output": _brief(output)},
+                {"runId": self.run.id, "stepId": node.id, "ok": True, "output": brief(output)},
             )
             self.notify_channels = ()
         return output, None
-
-    def _question(self, node: Node, args: Any) -> GateQuestion:
-        return GateQuestion(
-            run_id=self.run.id,
-            workflow=self.run.workflow,
-            agent=self.run.agent,
-            step_id=node.id,
-            node_type=node.type.value,
-            connector=node.connector,
-            action=node.action,
-            args=args,
-            prior_outputs={k: v["output"] for k, v in self.context["steps"].items()},
-            requires_confidence=node.requires_confidence,
-            channels=node.channels,
-            approvers=node.approvers,
-        )
-
-    async def _call(self, node: Node, args: Any, attempt: int) -> Any:
-        s = self.s
-        key = f"{self.run.id}:{node.id}:{attempt}"
-        try:
-            if node.type == NodeType.CONNECTOR:
-                connector = s.connectors.get(node.connector or "")
-                return await connector.call(
-                    ConnectorCall(
-                        connector=node.connector or "",
-                        action=node.action or "",
-                        args=args,
-                        idempotency_key=key,
-                        run_id=self.run.id,
-                        step_id=node.id,
-                    )
-                )
-            if node.type == NodeType.TOOL:
-                fn = resolve_callable(node.function or "")
-                return await call_function(fn, args if isinstance(args, dict) else {})
-            if node.type == NodeType.AI_STEP:
-                if s.sampler is None:
-                    raise StepError("no LLM is configured (llm.baseUrl, llm.model)")
-                prompt = render_text(node.prompt or "", self.context, strict=True)
-                text = await s.sampler.complete([ChatMessage("user", prompt)])
-                return {"text": text}
-        except SignoffError as exc:
-            if isinstance(exc, StepError):
-                raise
-            raise StepError(exc.message) from exc
-        except Exception as exc:  # a tool's own exception: the step fails, the worker lives
-            raise StepError(f"{node.id}: {type(exc).__name__}: {exc}") from exc
-        raise StepError(f"node type {node.type.value} cannot be executed")
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -593,7 +402,7 @@ class _Walk:
         await self.s.store.requeue_run(self.run.id, self.owner, self.s.clock.now())
         return RunStatus.QUEUED
 
-    def _is_started(self, node: Node, step: _Step) -> bool:
+    def _is_started(self, node: Node, step: StepHistory) -> bool:
         return step.started is not None or any(
             e.event == JournalEvent.STEP_STARTED and e.step_id == node.id for e in self.pending
         )
@@ -669,7 +478,7 @@ class _Walk:
         events: list[NewEvent] | None = None,
     ) -> RunStatus | None:
         if events is None:
-            events = [NewEvent(JournalEvent.RUN_COMPLETED, data={"output": _brief(output)})]
+            events = [NewEvent(JournalEvent.RUN_COMPLETED, data={"output": brief(output)})]
         wakeup = None
         if self.run.parent_run_id:
             wakeup = (
@@ -680,46 +489,8 @@ class _Walk:
                     {"childRunId": self.run.id, "childStatus": status.value},
                 ),
             )
-        self.outbox += _callback(self.run, status)  # queued with the outcome it announces
+        self.outbox += callback_message(self.run, status)  # queued with the outcome it announces
         await self._commit(events, finish=status, output=output, error=error, parent_wakeup=wakeup)
         if wakeup is not None:
             self.s.wake()
         return status
-
-
-def _callback(run: Run, status: RunStatus) -> list[OutboxMessage]:
-    """A held call (workflow ``call:...``, see ``engine.call_workflow``) that gave a
-    ``callbackUrl``: its signed outcome (``engine.callbacks``) is queued in the transaction that
-    makes the run final, so a crash neither loses nor repeats it. Other runs never call out."""
-    url = run.input.get("callbackUrl") if run.workflow.startswith("call:") else None
-    if not isinstance(url, str) or not url:
-        return []
-    return [
-        OutboxMessage(
-            channel=f"callback:{run.id}",
-            kind="callback",
-            dedupe_key=f"callback:{run.id}",
-            payload={"url": url, "executionId": run.id, "status": status.value},
-            run_id=run.id,
-        )
-    ]
-
-
-def _default_reason(node: Node, kind: TakeoverKind) -> str:
-    if kind == TakeoverKind.GATE:
-        return f"Low confidence before {node.type.value} step {node.id}"
-    return f"Approval required at {node.id}"
-
-
-def _denial_text(data: dict[str, Any]) -> str:
-    outcome = data.get("outcome", "denied")
-    text = f"{outcome}" + (f" by {data['by']}" if data.get("by") else "")
-    return text + (f": {data['notes']}" if data.get("notes") else "")
-
-
-def _brief(value: Any, limit: int = 2000) -> Any:
-    """Outputs travel in notices; keep them small there (the journal keeps them whole)."""
-    import json
-
-    text = json.dumps(value, default=str)
-    return value if len(text) <= limit else text[:limit] + "…"

@@ -22,10 +22,11 @@ from engine.connectors.python_callable import PythonConnector
 from engine.delivery import Dispatcher, Sink
 from engine.errors import InvalidRequest
 from engine.gate import ConfidenceGate
-from engine.interpreter import Interpreter, Services
+from engine.interpreter import Interpreter
 from engine.llm import OpenAICompatibleSampler
 from engine.model import Principal, Role, Run
 from engine.ports import Clock, Connector, IdSource, Sampler, StepGate, SystemClock, UuidSource
+from engine.services import Services
 from engine.store import Database, NewRun, SqlStore
 from engine.store.listen import PgListener
 from engine.workers import Sweeper, Workers

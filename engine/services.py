@@ -1,0 +1,36 @@
+"""What the interpreter needs from the outside, injected at startup."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from engine.connectors import ConnectorRegistry
+from engine.model import Workflow
+from engine.ports import Clock, IdSource, Sampler, StepGate
+from engine.store import SqlStore
+
+
+class WorkflowLookup(Protocol):
+    """Finds a workflow by name; implemented by ``engine.workflow_source.WorkflowSource``."""
+
+    async def get(self, name: str) -> Workflow: ...
+
+
+@dataclass
+class Services:
+    """What the interpreter needs from the outside, injected at startup."""
+
+    store: SqlStore
+    workflows: WorkflowLookup
+    connectors: ConnectorRegistry
+    clock: Clock
+    ids: IdSource
+    expand_people: Callable[[Sequence[str]], tuple[str, ...]]
+    default_approvers: tuple[str, ...] = ()  # app.yaml `approvers:`: a node naming nobody
+    sampler: Sampler | None = None
+    gate: StepGate | None = None
+    wake: Callable[[], None] = lambda: None  # runs became ready
+    wake_outbox: Callable[[], None] = lambda: None  # chat messages were queued
+    stopping: Callable[[], bool] = lambda: False  # the process is shutting down
