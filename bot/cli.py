@@ -19,6 +19,7 @@ from cards.cli import add_cards_parser
 from engine.config import AppConfig, load_config
 from engine.errors import ConfigError, SignoffError
 from engine.model import Role
+from engine.runtime import EngineOptions
 
 EXIT_CONFIG = 2
 DEFAULT_CONFIG = "app.yaml"
@@ -53,7 +54,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     config = _load(args.config)
     host = args.host or config.server.host
     port = args.port or config.server.port
-    app = create_app(config)
+    app = create_app(config, _engine_options())
     print(
         f"signoff serving on http://{host}:{port} (public URL {config.server.public_url})",
         flush=True,
@@ -64,6 +65,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # (shutdown_timeout), then runs the cleanup that stops workers at a commit point.
     web.run_app(app, host=host, port=port, print=None, shutdown_timeout=15.0, access_log=None)
     return 0
+
+
+def _engine_options() -> EngineOptions | None:
+    """``SIGNOFF_CLOCK_SKEW_SECONDS`` runs this process with a wrong local clock (fault-injection
+    tests: a replica ten minutes off must decide expiry like the others)."""
+    skew = os.environ.get("SIGNOFF_CLOCK_SKEW_SECONDS")
+    if not skew:
+        return None
+    from datetime import timedelta
+
+    from engine.ports import SystemClock
+
+    return EngineOptions(clock=SystemClock(timedelta(seconds=float(skew))), sync_clock=True)
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ from engine.model import Principal, Role, Run
 from engine.ports import Clock, Connector, IdSource, Sampler, StepGate, SystemClock, UuidSource
 from engine.services import Services
 from engine.store import Database, NewRun, SqlStore
+from engine.store.dbclock import DatabaseClock
 from engine.store.listen import PgListener
 from engine.workers import Sweeper, Workers
 from engine.workflow_source import WorkflowSource
@@ -37,7 +38,10 @@ MAX_INPUT_BYTES = 256 * 1024
 
 @dataclass
 class EngineOptions:
-    clock: Clock = field(default_factory=SystemClock)
+    # None: the system clock, following the database's on PostgreSQL (replicas agree on
+    # expiry). A clock given here is used as it is unless ``sync_clock``.
+    clock: Clock | None = None
+    sync_clock: bool = False
     ids: IdSource = field(default_factory=UuidSource)
     owner: str | None = None  # this process's worker identity (lease owner)
     sampler: Sampler | None = None
@@ -51,10 +55,13 @@ class Engine:
     def __init__(self, config: AppConfig, options: EngineOptions | None = None) -> None:
         opts = options or EngineOptions()
         self.config = config
-        self.clock = opts.clock
         self.ids = opts.ids
         self.db = Database(config.database.url)
         self.store = SqlStore(self.db)
+        self.db_clock: DatabaseClock | None = None
+        if not self.db.is_sqlite and (opts.clock is None or opts.sync_clock):
+            self.db_clock = DatabaseClock(self.db, opts.clock or SystemClock())
+        self.clock: Clock = self.db_clock or opts.clock or SystemClock()
         self.owner = opts.owner or f"{socket.gethostname()}:{self.ids.new_id()[:8]}"
         built = {**build_connectors(config, self.store, self.clock), **opts.extra_connectors}
         self.connectors = ConnectorRegistry({**built, **held_call_connectors(built)})
@@ -126,6 +133,9 @@ class Engine:
 
     async def start(self) -> None:
         """Start the background work: run workers and the expiry sweeper."""
+        if self.db_clock is not None:
+            await self.db_clock.sync()
+            self.db_clock.start()
         self.workers.start()
         self.sweeper.start()
         self.dispatcher.start()
@@ -140,6 +150,8 @@ class Engine:
                 await self.listener.stop()
             await self.sweeper.stop()
             await self.workers.stop()
+            if self.db_clock is not None:
+                await self.db_clock.stop()
             await self.dispatcher.stop()
             self._started = False
         await self.connectors.close()

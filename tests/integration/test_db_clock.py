@@ -1,0 +1,53 @@
+"""Replicas follow the database's clock: one whose own clock is ten minutes off neither
+expires a request early nor accepts a decision late."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from engine.model import RunStatus, TakeoverStatus
+from engine.ports import SystemClock
+from engine.runtime import Engine
+from tests.support.engines import AGENT, make_engine, person, wait_status
+
+FLOW = """
+flow:
+  nodes:
+    - {id: approve, type: approval, channels: [web], timeoutMinutes: 5}
+    - {id: act, type: connector, connector: demo-ledger, action: note, args: {text: hi}}
+"""
+
+
+def replica(url: str, name: str, skew_minutes: float) -> Engine:
+    clock = SystemClock(timedelta(minutes=skew_minutes))
+    return make_engine(url, FLOW, clock=clock, name=name, sync_clock=True)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("skew", [10, -10])
+async def test_a_skewed_replica_decides_expiry_like_the_others(
+    migrated_postgres_url: str, skew: float
+) -> None:
+    honest = replica(migrated_postgres_url, "honest", 0)
+    skewed = replica(migrated_postgres_url, "skewed", skew)
+    await honest.start()
+    await skewed.db_clock.sync()  # type: ignore[union-attr]
+    try:
+        # The skewed replica's corrected time is the database's, within a second.
+        drift = abs(skewed.clock.now() - SystemClock().now())
+        assert drift < timedelta(seconds=1), drift
+        run, _ = await honest.start_run("flow", {}, AGENT)
+        await wait_status(honest, run.id, RunStatus.WAITING)
+        (request,) = await honest.store.list_takeovers(run_id=run.id)
+
+        # Five minutes before expiry, a replica ten minutes fast expires nothing...
+        assert await skewed.sweeper.sweep_once() == 0
+        # ...and a replica ten minutes slow still lets a decision through.
+        after = await skewed.approvals.grant(request.id, person("bob"), release=True)
+        assert after.status == TakeoverStatus.RELEASED
+        await wait_status(honest, run.id, RunStatus.COMPLETED)
+    finally:
+        await honest.stop()
+        await skewed.stop()
