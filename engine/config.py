@@ -322,8 +322,9 @@ def _warnings(config: AppConfig) -> list[str]:
     warnings: list[str] = []
     if not config.server.secret_key:
         warnings.append(
-            "server.secretKey: empty, so approval links are signed with a guessable key "
-            "(set SIGNOFF_SECRET_KEY)"
+            "server.secretKey: empty, so each process signs links and sessions with a random key "
+            "of its own: they stop working at restart and across replicas (set "
+            "SIGNOFF_SECRET_KEY)"
         )
     if bool(config.slack.bot_token) != bool(config.slack.signing_secret):
         warnings.append("slack: botToken and signingSecret are both needed; Slack is disabled")

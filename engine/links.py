@@ -185,17 +185,17 @@ class ApprovalLinks:
         if verb in ("grant", "takeover"):
             after = await store.with_link_use(
                 use,
-                lambda s: s.grant(
+                store.grant_unit(
                     request.id, person, now, notes=notes, release=verb == "grant", outbox=card
                 ),
             )
         elif verb == "deny":
             after = await store.with_link_use(
-                use, lambda s: s.deny(request.id, person, now, notes=notes, outbox=card)
+                use, store.deny_unit(request.id, person, now, notes=notes, outbox=card)
             )
         else:
             after = await store.with_link_use(
-                use, lambda s: s.release(request.id, person, now, outbox=card)
+                use, store.release_unit(request.id, person, now, outbox=card)
             )
         engine.wake()  # the run may be queued again; cards and notices are queued
         return after

@@ -130,6 +130,30 @@ class TakeoverStore(StoreBase):
     ) -> TakeoverRequest:
         """Record ``person``'s grant. When the quorum is reached the request becomes granted
         (and released too, with ``release``), and the run is re-queued."""
+        return await self.db.transact(
+            self.grant_unit(
+                request_id,
+                person,
+                now,
+                notes=notes,
+                sdp_offer=sdp_offer,
+                release=release,
+                outbox=outbox,
+            )
+        )
+
+    def grant_unit(
+        self,
+        request_id: str,
+        person: str,
+        now: datetime,
+        *,
+        notes: str | None = None,
+        sdp_offer: str | None = None,
+        release: bool = False,
+        outbox: OutboxFor | None = None,
+    ) -> Callable[[Connection], TakeoverRequest]:
+        """The unit of work of ``grant``, to compose with others in one transaction."""
 
         def work(conn: Connection) -> TakeoverRequest:
             row = (
@@ -190,7 +214,7 @@ class TakeoverStore(StoreBase):
                 insert_outbox(conn, self, outbox(after), now)
             return after
 
-        return await self.db.transact(work)
+        return work
 
     async def deny(
         self,
@@ -202,6 +226,20 @@ class TakeoverStore(StoreBase):
         outbox: OutboxFor | None = None,
     ) -> TakeoverRequest:
         """Deny a pending request; the run is re-queued to follow its deny path or fail."""
+        return await self.db.transact(
+            self.deny_unit(request_id, person, now, notes=notes, outbox=outbox)
+        )
+
+    def deny_unit(
+        self,
+        request_id: str,
+        person: str,
+        now: datetime,
+        *,
+        notes: str | None = None,
+        outbox: OutboxFor | None = None,
+    ) -> Callable[[Connection], TakeoverRequest]:
+        """The unit of work of ``deny``, to compose with others in one transaction."""
 
         def work(conn: Connection) -> TakeoverRequest:
             tr = t.takeover_requests
@@ -246,7 +284,7 @@ class TakeoverStore(StoreBase):
                 insert_outbox(conn, self, outbox(after), now)
             return after
 
-        return await self.db.transact(work)
+        return work
 
     async def release(
         self,
@@ -257,6 +295,17 @@ class TakeoverStore(StoreBase):
         outbox: OutboxFor | None = None,
     ) -> TakeoverRequest:
         """Hand a granted request back: the run is re-queued and resumes at the approval."""
+        return await self.db.transact(self.release_unit(request_id, person, now, outbox=outbox))
+
+    def release_unit(
+        self,
+        request_id: str,
+        person: str,
+        now: datetime,
+        *,
+        outbox: OutboxFor | None = None,
+    ) -> Callable[[Connection], TakeoverRequest]:
+        """The unit of work of ``release``, to compose with others in one transaction."""
 
         def work(conn: Connection) -> TakeoverRequest:
             tr = t.takeover_requests
@@ -294,7 +343,7 @@ class TakeoverStore(StoreBase):
                 insert_outbox(conn, self, outbox(after), now)
             return after
 
-        return await self.db.transact(work)
+        return work
 
     async def record_sdp_answer(self, request_id: str, answer: str) -> TakeoverRequest:
         def work(conn: Connection) -> TakeoverRequest:

@@ -3,17 +3,15 @@ and the local admin's one-time sign-in token.
 
 A decision through a signed link must be recorded as a *use* of that link in the decision's own
 transaction: otherwise a crash between the two leaves either a decision whose link still works
-or a used link without a decision. The decision itself (``TakeoverStore.grant`` and friends)
-is one unit of work we do not want to copy, so ``with_link_use`` runs that very store method on
-the connection of its own, already open, transaction (see ``_OnConnection``).
+or a used link without a decision. ``with_link_use`` runs the record and the decision's own
+unit of work (``TakeoverStore.grant_unit`` and friends) in one transaction.
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any, Self, TypeVar, cast
+from typing import Any, TypeVar
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
@@ -23,7 +21,6 @@ from engine.links import LinkUse, LinkUsed
 from engine.model import ApiToken, JournalEntry, Role, Run
 from engine.store import tables as t
 from engine.store.base import StoreBase, journal_from_row, run_from_row
-from engine.store.db import Database
 
 T = TypeVar("T")
 
@@ -47,32 +44,6 @@ def _token(row: Any) -> ApiToken:
     )
 
 
-class _OnConnection:
-    """A ``Database`` stand-in whose ``transact`` runs the unit of work on one connection that
-    is already inside a transaction. Store methods only ever ``await self.db.transact(work)``,
-    so a store method run against it completes without suspending (``_complete``)."""
-
-    def __init__(self, conn: Connection, db: Database) -> None:
-        self._conn = conn
-        self._db = db
-
-    def __getattr__(self, name: str) -> Any:  # dialect, is_sqlite, url ...
-        return getattr(self._db, name)
-
-    async def transact(self, work: Callable[[Connection], T], **_: Any) -> T:
-        return work(self._conn)
-
-
-def _complete(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that never suspends, from inside a plain unit of work."""
-    try:
-        coro.send(None)
-    except StopIteration as done:
-        return cast(T, done.value)
-    coro.close()
-    raise RuntimeError("a store operation waited inside another one's transaction")
-
-
 class WebStore(StoreBase):
     # -- single-use approval links -----------------------------------------------------------
 
@@ -88,12 +59,13 @@ class WebStore(StoreBase):
 
         return await self.db.transact(work, write=False)
 
-    async def with_link_use(self, use: LinkUse, decide: Callable[[Self], Awaitable[T]]) -> T:
-        """Record ``use`` and run ``decide(store)`` in one transaction. ``decide`` calls one
-        store method (``grant``, ``deny``, ``release``) on the store it is given.
+    async def with_link_use(self, use: LinkUse, decide: Callable[[Connection], T]) -> T:
+        """Record ``use`` and run the decision ``decide`` (a store unit of work such as
+        ``grant_unit(...)``) in one transaction.
 
         A deciding verb inserts the use, so a second one raises ``LinkUsed``; ``release``
-        follows a takeover through the same link and turns that use into a release."""
+        follows a takeover through the same link and turns that use into a release. A decision
+        that loses (someone else decided first) rolls its use back with it."""
 
         def work(conn: Connection) -> T:
             lu = t.link_uses
@@ -120,9 +92,7 @@ class WebStore(StoreBase):
             if not recorded:
                 row = conn.execute(select(lu).where(*key)).mappings().first()
                 raise LinkUsed(use.request_id, None if row is None else _use(row))
-            bound = copy.copy(self)
-            bound.db = cast(Database, _OnConnection(conn, self.db))
-            return _complete(cast(Coroutine[Any, Any, T], decide(bound)))
+            return decide(conn)
 
         return await self.db.transact(work)
 
