@@ -205,7 +205,7 @@ class Interactions:
         return None if person is None else self.engine.principal_for_person(person.name)
 
     def _already(self, status: str | None, by: str | None, *, mention: bool = True) -> str:
-        """"Already approved by @x", as the clicker who lost the race is told."""
+        """ "Already approved by @x", as the clicker who lost the race is told."""
         if status == TakeoverStatus.EXPIRED:
             return "This request has already expired; nothing changed."
         word = _DECIDED.get(status or "", status or "decided")

@@ -9,6 +9,7 @@ see ``engine.notify.card_changed``), not whatever the request has become since.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -56,7 +57,9 @@ class SlackMessages:
 
     async def card(self, request_id: str, run: Run | None = None) -> dict[str, Any]:
         request = await self.engine.store.get_takeover(request_id)
-        return render_slack_card(await self.view(request, run))
+        # A card takes milliseconds of pure Python to render. In a thread, the event loop gets
+        # the GIL back every 5 ms (sys.getswitchinterval), so clicks are acknowledged meanwhile.
+        return await asyncio.to_thread(render_slack_card, await self.view(request, run))
 
     async def notice(
         self, record: OutboxRecord, earlier: Sequence[ChatMessageRef]
@@ -159,8 +162,7 @@ def _decision(
     required = request.approvals_required
     quorum = f"{min(votes, required)} of {required} approvals" if required > 1 else None
     took_over = any(
-        m.kind == "notice" and m.data.get("status") == TakeoverStatus.GRANTED.value
-        for m in earlier
+        m.kind == "notice" and m.data.get("status") == TakeoverStatus.GRANTED.value for m in earlier
     )
     actor, verb, at, notes = request.decided_by, "grant", request.decided_at, request.notes
     if status == TakeoverStatus.PENDING and 0 < votes <= len(request.votes):

@@ -19,7 +19,7 @@ claim lapses, with ``attempts`` unchanged. And a row held back by a 429 does not
 history when it goes out (that search has a rate limit of its own).
 
 Pacing and errors. ``min_interval`` (default 1 s: ``chat.postMessage`` allows about one message
-per second per channel, https://docs.slack.dev/reference/methods/chat.postMessage#rate_limiting)
+per second per channel, https://docs.slack.dev/reference/methods/chat.postMessage)
 is applied by the dispatcher per channel. HTTP 429 becomes ``DeliveryError(retry_after=...)``,
 and the sink itself refuses to call Slack for that channel until ``Retry-After`` has passed.
 Rate limits, 5xx and unknown errors are retried with backoff; errors that cannot succeed on a
@@ -77,9 +77,7 @@ PERMANENT = frozenset(
 class SlackSink:
     """The ``slack`` platform of the outbox: channel ``slack:<channel id>``."""
 
-    def __init__(
-        self, engine: Engine, api: SlackApi, *, min_interval: float = 1.0
-    ) -> None:
+    def __init__(self, engine: Engine, api: SlackApi, *, min_interval: float = 1.0) -> None:
         self.engine = engine
         self.store = engine.store
         self.api = api
@@ -213,11 +211,16 @@ class SlackSink:
 
     async def _card_ahead(self, state: _Thread) -> None:
         """A notice with no thread to go into: post the run's newest card for this channel
-        first, as the root (its own outbox row will find it posted)."""
+        first, as the root (its own outbox row will find it posted). A card that was tried
+        already is left to its own row: the notice then starts the thread."""
         for request in reversed(await self.store.list_takeovers(run_id=state.run.id)):
             if state.channel in request.channels:
                 (card,) = [m for m in notify.new_card(request) if m.channel == state.channel]
-                await self._post_card(state, request.id, card.dedupe_key)
+                tried = any(
+                    m.kind == ATTEMPT and m.message_ref == card.dedupe_key for m in state.messages
+                )
+                if not tried:
+                    await self._post_card(state, request.id, card.dedupe_key)
                 return
 
     async def _post(
@@ -233,7 +236,12 @@ class SlackSink:
                 self._refused.pop(dedupe_key, None)
                 return found
         await self.store.add_chat_message(
-            state.run.id, request_id, state.channel, PLATFORM, ATTEMPT, dedupe_key,
+            state.run.id,
+            request_id,
+            state.channel,
+            PLATFORM,
+            ATTEMPT,
+            dedupe_key,
             self.engine.clock.now(),
         )
         try:

@@ -136,7 +136,8 @@ class FakeSlack:
 
     def calls_of(self, method: str, *, ok: bool | None = None) -> list[Call]:
         return [
-            c for c in self.calls
+            c
+            for c in self.calls
             if c.method == method and (ok is None or (c.status == 200 and c.error is None) == ok)
         ]
 
@@ -194,8 +195,9 @@ class FakeSlack:
     def _error(self, call: Call, error: str, status: int = 200, **extra: Any) -> web.Response:
         call.status, call.error = status, error
         headers = {"Retry-After": str(self.retry_after)} if status == 429 else None
-        return web.json_response({"ok": False, "error": error, **extra}, status=status,
-                                 headers=headers)
+        return web.json_response(
+            {"ok": False, "error": error, **extra}, status=status, headers=headers
+        )
 
     async def _auth_test(self, call: Call) -> web.Response:
         return web.json_response(
@@ -340,4 +342,3 @@ class FakeSlack:
         if problem is not None:
             return problem
         return self._page(call, self.thread(call.args["channel"], str(call.args.get("ts"))))
-

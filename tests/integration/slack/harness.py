@@ -134,8 +134,9 @@ class SlackHarness:
                 "type": "modal",
                 "callback_id": "signoff_deny_reason",
                 "private_metadata": request_id,
-                "state": {"values": {"reason": {"reason": {"type": "plain_text_input",
-                                                            "value": reason}}}},
+                "state": {
+                    "values": {"reason": {"reason": {"type": "plain_text_input", "value": reason}}}
+                },
             },
         }
         status, text = await self.send_signed(urlencode({"payload": json.dumps(payload)}))

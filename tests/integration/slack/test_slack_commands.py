@@ -3,9 +3,20 @@ audited, confirmed in channel; usage lines and refusals ephemeral, and then noth
 
 from __future__ import annotations
 
+import json
+
 from engine.gate.settings import Scope
-from tests.integration.slack.harness import CHANNEL, USERS, SlackHarness, running_slack
+from tests.integration.slack.harness import (
+    CHANNEL,
+    USERS,
+    SlackHarness,
+    running_slack,
+    signed_headers,
+)
+from tests.support.api import running_api
 from tests.support.engines import wait_for
+
+JSON = {"Content-Type": "application/json"}
 
 FLOWS = f"""
 refund:
@@ -68,8 +79,13 @@ async def test_gate_changes_need_an_admin_and_are_audited(migrated_db_url: str) 
         assert await overrides(h) == []
 
         # Bad arguments: a usage line, ephemeral, nothing stored.
-        for bad in ("gate threshold 1.5", "gate samples many", "gate estimator magic",
-                    "gate threshold 0.5 node=approval", "gate calibrate maybe"):
+        for bad in (
+            "gate threshold 1.5",
+            "gate samples many",
+            "gate estimator magic",
+            "gate threshold 0.5 node=approval",
+            "gate calibrate maybe",
+        ):
             status, body, _ = await h.command(USERS["alice"], bad)
             assert "Usage:" in body["text"], bad
             assert body.get("response_type") != "in_channel"
@@ -105,3 +121,42 @@ async def test_gate_changes_need_an_admin_and_are_audited(migrated_db_url: str) 
         effective = await h.engine.gate.settings.effective(None, None, fresh=True)
         assert effective.threshold == 0.8 and effective.samples == 7
         assert Scope.AGENT.value == "agent"
+
+
+async def test_events_url_verification_and_mentions(migrated_db_url: str) -> None:
+    async with running_slack(migrated_db_url, FLOWS) as h:
+        challenge = json.dumps({"type": "url_verification", "token": "t", "challenge": "c-42"})
+        status, body = await h.send(challenge, {**signed_headers(challenge), **JSON})
+        assert status == 200 and "c-42" in body
+
+        event = json.dumps(
+            {
+                "type": "event_callback",
+                "team_id": "T0SIGNOFF",
+                "api_app_id": "A0SIGNOFF",
+                "event_id": "Ev01",
+                "event_time": 1,
+                "event": {
+                    "type": "app_mention",
+                    "user": USERS["bob"],
+                    "text": "<@U0SIGNOFF> help?",
+                    "channel": CHANNEL,
+                    "ts": "1700000001.000200",
+                },
+            }
+        )
+        status, _ = await h.send(event, {**signed_headers(event), **JSON})
+        assert status == 200
+
+        async def answered() -> list:
+            return h.slack.posted(CHANNEL)
+
+        (reply,) = await wait_for(answered)
+        assert reply.thread_ts == "1700000001.000200" and "/signoff help" in reply.text
+
+
+async def test_without_slack_configured_there_is_no_endpoint(migrated_db_url: str) -> None:
+    async with running_api(migrated_db_url, FLOWS.replace(f"slack:{CHANNEL}", "web")) as api:
+        assert "slack" not in api.engine.dispatcher.sinks
+        status, _ = await api.call("POST", "/slack/events")
+        assert status in (404, 405)

@@ -6,7 +6,12 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
+from bot.slack.api import SlackApi, error_code
+from engine.config_sections import SlackConfig
 from engine.ports import ManualClock, SystemClock
+from tests.fakes.slack import FakeSlack
 from tests.integration.slack.harness import CHANNEL, running_slack
 from tests.support.engines import AGENT, wait_for
 
@@ -76,7 +81,7 @@ async def test_a_crash_after_posting_does_not_post_the_card_twice(migrated_db_ur
 
         await wait_for(posted)
         await h.engine.dispatcher.stop()  # the process dies before marking the row sent
-        (row, status, _), = [r for r in await outbox_rows(h) if r[0].kind == "card"]
+        ((row, status, _),) = [r for r in await outbox_rows(h) if r[0].kind == "card"]
         assert status == "pending" and row.attempts == 0
         assert await h.engine.store.chat_messages(run_id=run_id, kind="card") == []
 
@@ -91,7 +96,7 @@ async def test_a_crash_after_posting_does_not_post_the_card_twice(migrated_db_ur
         assert card.message_ref == message.ts
         thread = await h.engine.store.chat_thread(run_id, f"slack:{CHANNEL}")
         assert thread is not None and thread.thread_ref == message.ts
-        (row, status, _), = [r for r in await outbox_rows(h) if r[0].kind == "card"]
+        ((row, status, _),) = [r for r in await outbox_rows(h) if r[0].kind == "card"]
         assert status == "sent"
 
 
@@ -161,3 +166,30 @@ async def test_errors_that_cannot_succeed_give_up_at_once(migrated_db_url: str) 
         clock.advance(hours=1)
         await h.engine.dispatcher.deliver_due()
         assert len(h.slack.calls_of("chat.postMessage")) == 2  # never tried again
+
+
+async def test_the_fake_refuses_what_slack_refuses() -> None:
+    """The fake checks Block Kit limits and the token as Slack does (through our own client)."""
+    async with FakeSlack() as slack:
+        api = SlackApi(SlackConfig("xoxb-fake-token", "secret", slack.api_url))
+        too_many = {"text": "x", "blocks": [{"type": "divider"}] * 51}
+        long_header = {
+            "text": "x",
+            "blocks": [{"type": "header", "text": {"type": "plain_text", "text": "h" * 151}}],
+        }
+        try:
+            for message in (too_many, long_header):
+                with pytest.raises(Exception) as refused:
+                    await api.post("C0ANY", message, thread_ts=None, dedupe_key="k")
+                assert error_code(refused.value) == "invalid_blocks"  # type: ignore[arg-type]
+            assert slack.posted() == []
+            wrong = SlackApi(SlackConfig("xoxb-wrong", "secret", slack.api_url))
+            with pytest.raises(Exception) as refused:
+                await wrong.post("C0ANY", {"text": "x"}, thread_ts=None, dedupe_key="k")
+            assert error_code(refused.value) == "invalid_auth"  # type: ignore[arg-type]
+            await wrong.close()
+            ts = await api.post("C0ANY", {"text": "fine"}, thread_ts=None, dedupe_key="k")
+            assert await api.find_posted("C0ANY", None, "k") == ts
+            assert await api.find_posted("C0ANY", None, "other") is None
+        finally:
+            await api.close()

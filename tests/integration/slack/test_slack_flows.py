@@ -157,7 +157,9 @@ async def test_deny_asks_for_a_reason_that_reaches_the_journal_and_the_agent(
         assert (status, body) == (200, "")
         denied = await h.engine.store.get_takeover(request.id)
         assert (denied.status, denied.decided_by, denied.notes) == (
-            TakeoverStatus.DENIED, "carol", "amount <too> high"
+            TakeoverStatus.DENIED,
+            "carol",
+            "amount <too> high",
         )
         decision, result = await replies(h.slack, card, 2)
         assert "Reason" in text_of(decision) and "amount &lt;too&gt; high" in text_of(decision)
@@ -243,3 +245,59 @@ async def test_expiry_updates_the_card_and_posts_the_notice(migrated_db_url: str
         status, key = await h.click(USERS["bob"], "signoff_grant", request.id)
         assert status == 200
         assert await h.wait_told(key) == "This request has already expired; nothing changed."
+
+
+QUORUM = f"""
+pair:
+  nodes:
+    - {{id: approve, type: approval, approvers: [finance], approvalsRequired: 2,
+       channels: ["slack:{CHANNEL}"]}}
+    - {{id: refund, type: connector, connector: demo-ledger, action: refund,
+       args: {{order: "{{{{ input.order }}}}"}}}}
+"""
+
+
+async def test_a_quorum_counts_each_approval_in_the_thread(migrated_db_url: str) -> None:
+    async with running_slack(migrated_db_url, QUORUM) as h:
+        run_id = await h.start("pair", {"order": "Q-1"})
+        request = await h.request_of(run_id)
+        card = await card_of(h, request.id)
+
+        await h.click(USERS["bob"], "signoff_grant", request.id)
+        (first,) = await replies(h.slack, card, 1)
+        assert "(1 of 2 approvals)" in first.text or "1 of 2 approvals" in text_of(first)
+        await until(lambda: "Approved so far by bob" in text_of(card))
+        assert actions_of(card) == ["signoff_grant", "signoff_deny", "signoff_takeover"]
+
+        _, key = await h.click(USERS["bob"], "signoff_grant", request.id)  # again
+        assert "already approved this request" in await h.wait_told(key)
+
+        await h.click(USERS["carol"], "signoff_grant", request.id)
+        _, second, result = await replies(h.slack, card, 3)
+        assert "carol" in second.text and "2 of 2 approvals" in text_of(second)
+        assert result.text == "Step refund completed"
+        await until(lambda: actions_of(card) == [])
+        await wait_status(h.engine, run_id, RunStatus.COMPLETED)
+
+
+async def test_feedback_buttons_record_the_verdict_on_the_step(migrated_db_url: str) -> None:
+    async with running_slack(migrated_db_url, FLOWS) as h:
+        run_id = await h.start("refund", {"order": "F-1", "amount": 2})
+        request = await h.request_of(run_id)
+        card = await card_of(h, request.id)
+        await h.click(USERS["bob"], "signoff_grant", request.id)
+        _, result = await replies(h.slack, card, 2)
+        value = next(
+            e["value"]
+            for b in result.blocks or []
+            if b["type"] == "actions"
+            for e in b["elements"]
+            if e["action_id"] == "signoff_feedback_down"
+        )
+        assert value == f"{run_id}:refund"
+        status, key = await h.click(USERS["carol"], "signoff_feedback_down", value)
+        assert status == 200 and "recorded" in await h.wait_told(key)
+        journal = await h.engine.store.journal(run_id)
+        (feedback,) = [e for e in journal if e.event == JournalEvent.FEEDBACK_RECORDED]
+        assert feedback.step_id == "refund" and feedback.data["score"] == 1
+        assert feedback.data["by"] == "carol"

@@ -1,0 +1,38 @@
+"""The app manifest matches what the code serves: one events URL for everything, the slash
+command, and the scopes the Web API calls need."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from bot.slack import EVENTS_PATH
+from bot.slack.commands import COMMAND
+
+MANIFEST = Path(__file__).resolve().parents[3] / "bot" / "manifests" / "slack.yaml"
+
+
+def test_the_manifest_points_everything_at_the_events_endpoint() -> None:
+    manifest = yaml.safe_load(MANIFEST.read_text())
+    settings, features = manifest["settings"], manifest["features"]
+    (command,) = features["slash_commands"]
+    assert command["command"] == COMMAND
+    urls = [
+        command["url"],
+        settings["interactivity"]["request_url"],
+        settings["event_subscriptions"]["request_url"],
+    ]
+    assert all(url.endswith(EVENTS_PATH) for url in urls)
+    assert settings["interactivity"]["is_enabled"] is True
+    assert settings["socket_mode_enabled"] is False
+    scopes = set(manifest["oauth_config"]["scopes"]["bot"])
+    # chat.postMessage/update, /signoff, app_mention, conversations.history/replies
+    assert {
+        "chat:write",
+        "commands",
+        "app_mentions:read",
+        "channels:history",
+        "groups:history",
+    } <= scopes
+    assert settings["event_subscriptions"]["bot_events"] == ["app_mention"]
