@@ -107,7 +107,14 @@ class Dispatcher:
     async def _channel(self, channel: str, messages: list[OutboxRecord]) -> None:
         platform = channel.partition(":")[0]
         sink = self.sinks.get(platform)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + _HOLD.total_seconds() / 2
         for index, message in enumerate(messages):
+            if loop.time() > deadline:
+                # Paced sends took half the claim: hand the rest back before the claim lapses,
+                # so no other dispatcher can claim a message this one is still sending.
+                await self.store.release_claims([m.id for m in messages[index:]], self.owner)
+                return
             if sink is None:
                 await self.store.mark_failed(message.id, f"no delivery configured for {platform}")
                 continue
@@ -147,12 +154,15 @@ class Dispatcher:
 
     async def _failed(self, message: OutboxRecord, exc: DeliveryError) -> datetime | None:
         """Record a failed attempt; returns when it will be retried (None: given up)."""
-        attempts = message.attempts + 1
+        throttled = exc.retry_after is not None and not exc.permanent
+        attempts = message.attempts + (0 if throttled else 1)
         if exc.permanent or attempts >= MAX_ATTEMPTS:
             log.warning("giving up on outbox message %s: %s", message.id, exc)
             await self.store.mark_failed(message.id, str(exc))
             return None
+        # "Wait N seconds" is the remote pacing us, not the message failing: it does not use up
+        # an attempt.
         delay = exc.retry_after if exc.retry_after is not None else min(2.0**attempts, 300.0)
         at = self.clock.now() + timedelta(seconds=delay)
-        await self.store.mark_retry(message.id, self.owner, at, str(exc))
+        await self.store.mark_retry(message.id, self.owner, at, str(exc), count=not throttled)
         return at

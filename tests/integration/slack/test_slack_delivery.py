@@ -130,10 +130,11 @@ async def test_retry_after_from_slack_is_obeyed(migrated_db_url: str) -> None:
         await h.engine.start_run("refund", {}, AGENT)
 
         async def limited() -> list:
-            return [r for r in await outbox_rows(h) if r[0].kind == "card" and r[0].attempts]
+            return [r for r in await outbox_rows(h) if r[0].kind == "card" and r[2]]
 
-        ((_, status, error),) = await wait_for(limited)
+        ((record, status, error),) = await wait_for(limited)
         assert status == "pending" and "Retry-After 1 s" in (error or "")
+        assert record.attempts == 0  # being paced is not a failed attempt
         assert await h.engine.dispatcher.deliver_due() == 0  # not due before Retry-After
         clock.advance(seconds=1.5)
         assert await h.engine.dispatcher.deliver_due() == 1
