@@ -138,16 +138,18 @@ class ChatStore(StoreBase):
         def work(conn: Connection) -> Conversation:
             cc = t.chat_conversations
             key = (cc.c.platform == platform, cc.c.conversation_id == conversation_id)
-            done = conn.execute(update(cc).where(*key).values(reference=reference, updated_at=now))
-            if not done.rowcount:
-                conn.execute(
-                    insert(cc).values(
-                        platform=platform,
-                        conversation_id=conversation_id,
-                        reference=reference,
-                        updated_at=now,
-                    )
-                )
+            # Insert-or-nothing, then update: two installation events at once (Teams sends
+            # them in pairs) cannot both insert.
+            conn.execute(
+                self.insert_ignore_on(cc, "platform", "conversation_id"),
+                {
+                    "platform": platform,
+                    "conversation_id": conversation_id,
+                    "reference": reference,
+                    "updated_at": now,
+                },
+            )
+            conn.execute(update(cc).where(*key).values(reference=reference, updated_at=now))
             return _conversation(conn.execute(select(cc).where(*key)).mappings().one())
 
         return await self.db.transact(work)

@@ -169,13 +169,15 @@ async def test_commands_change_and_report(gate, store):
     result = await run_command(gate, "gate samples 0", ADMIN)
     assert result.outcome == Outcome.UNCHANGED and "Gate samples is already 5;" in result.text
 
-    status = await run_command(gate, "gate status", BOB)  # reading is open to everyone
+    refused = await run_command(gate, "gate status", BOB)  # in chat, admins only
+    assert refused.outcome == Outcome.REFUSED and "Only an admin can read" in refused.text
+    status = await run_command(gate, "gate status", ADMIN)
     assert status.outcome == Outcome.STATUS
     assert "Confidence gate: ON (override:global)" in status.text
     assert "samples 5 (override:global)" in status.text
     assert "threshold=0.9 for agent billing-bot (by alice)" in status.text
     assert "LLM: not configured" in status.text
-    status = await run_command(gate, "gate status agent=billing-bot", BOB)
+    status = await run_command(gate, "gate status agent=billing-bot", ADMIN)
     assert "threshold 0.9 (override:agent=billing-bot)" in status.text
 
     audit = await store.audit_log()

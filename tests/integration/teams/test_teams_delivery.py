@@ -203,7 +203,8 @@ async def test_transient_failures_are_retried(migrated_db_url, status):
             (row, state, _), *_ = await teams.engine.store.outbox_messages(run_id=run_id)
             return row if state == "sent" else None
 
-        assert (await wait_for(sent)).attempts == 3
+        # Being told to wait (429 Retry-After) is pacing, not a failed attempt.
+        assert (await wait_for(sent)).attempts == (1 if status == 429 else 3)
 
 
 async def test_client_errors_and_unknown_names_fail_for_good(migrated_db_url):
