@@ -10,20 +10,18 @@ see ``engine.notify.card_changed``), not whatever the request has become since.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from bot.api.views import approval_url
+from cards.notice_fields import confidence_fields, step_result_fields
 from cards.notices import NoticeKind
 from cards.render import render_notice, render_slack_card
 from cards.view import ApprovalView, build_view
 from engine.model import ChatMessageRef, OutboxRecord, Run, TakeoverRequest, TakeoverStatus
 from engine.runtime import Engine
-
-OUTPUT_SUMMARY_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -105,40 +103,11 @@ class SlackMessages:
         return _notice(kind, data)
 
     def _step_result(self, payload: dict[str, Any]) -> Rendered:
-        ok = bool(payload.get("ok"))
-        summary = None
-        if ok and payload.get("output") is not None:
-            text = json.dumps(payload["output"], default=str, ensure_ascii=False)
-            summary = "Output: " + text[:OUTPUT_SUMMARY_CHARS]
-        return _notice(
-            NoticeKind.STEP_RESULT,
-            {
-                "run_id": str(payload.get("runId", "")),
-                "step_id": str(payload.get("stepId", "")),
-                "ok": ok,
-                "error": None if ok else str(payload.get("error") or "failed"),
-                "output_summary": summary,
-            },
-        )
+        return _notice(NoticeKind.STEP_RESULT, step_result_fields(payload))
 
     async def _confidence(self, payload: dict[str, Any]) -> Rendered:
-        c = payload.get("confidence") or {}
         run = await self.engine.store.get_run(str(payload.get("runId", "")))
-        votes = c.get("votes")
-        return _notice(
-            NoticeKind.CONFIDENCE,
-            {
-                "score": float(c.get("score") or 0.0),
-                "threshold": float(c.get("threshold") or 0.0),
-                "estimator": str(c.get("estimator") or "unknown"),
-                "decision": str(c.get("decision") or "divert"),
-                "detail": c.get("error") or c.get("detail"),
-                "votes": [bool(v) for v in votes] if isinstance(votes, list) else None,
-                "step_id": payload.get("stepId"),
-                "node_type": c.get("node_type"),
-                "agent": run.agent,
-            },
-        )
+        return _notice(NoticeKind.CONFIDENCE, {**confidence_fields(payload), "agent": run.agent})
 
 
 def _notice(kind: str, data: dict[str, Any]) -> Rendered:

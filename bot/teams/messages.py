@@ -9,7 +9,6 @@ request again here means a late delivery never shows a stale card. The renderers
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -17,13 +16,13 @@ from typing import Any
 
 from bot.api.views import approval_url
 from bot.teams.adapter import Outgoing
+from cards.notice_fields import confidence_fields, step_result_fields
 from cards.render import render_notice, render_teams_card, teams_mention_activity
 from cards.view import ApprovalView, build_view
 from engine.errors import NotFound
 from engine.model import OutboxRecord, TakeoverRequest, TakeoverStatus
 from engine.runtime import Engine
 
-_SUMMARY_LIMIT = 1000
 _RENDERED_MAX = 512
 _rendered: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
 
@@ -108,9 +107,9 @@ async def notice_message(engine: Engine, record: OutboxRecord) -> Outgoing | Non
     payload = record.payload
     kind = str(payload.get("notice", ""))
     if kind == "step_result":
-        return _render(kind, _step_result(record))
+        return _render(kind, step_result_fields(record.payload, record.run_id))
     if kind == "confidence":
-        return _render(kind, _confidence(payload))
+        return _render(kind, confidence_fields(payload))
     request = await _request(engine, payload.get("requestId") or record.request_id)
     if request is None or kind not in ("decision", "expired", "reminder", "escalated"):
         return None
@@ -157,33 +156,6 @@ def _render(kind: str, data: dict[str, Any], mentions: Sequence[dict[str, str]] 
     # Real @mentions ride on the activity, not in the card (cards.render docs).
     activity = teams_mention_activity(mentions)
     return Outgoing(text=activity["text"], card=card, mentions=tuple(activity["entities"]))
-
-
-def _step_result(record: OutboxRecord) -> dict[str, Any]:
-    payload = record.payload
-    ok = bool(payload.get("ok"))
-    return {
-        "run_id": str(payload.get("runId") or record.run_id),
-        "step_id": str(payload.get("stepId")),
-        "ok": ok,
-        "error": None if ok else str(payload.get("error") or "failed"),
-        "output_summary": _summary(payload.get("output")) if ok else None,
-    }
-
-
-def _confidence(payload: dict[str, Any]) -> dict[str, Any]:
-    c = payload.get("confidence") or {}
-    votes = c.get("votes")
-    return {
-        "score": float(c.get("score") or 0.0),
-        "threshold": float(c.get("threshold") or 0.0),
-        "estimator": str(c.get("estimator") or "unknown"),
-        "decision": str(c.get("decision") or "divert"),
-        "detail": c.get("error") or c.get("detail"),
-        "votes": [bool(v) for v in votes] if isinstance(votes, list) else None,
-        "step_id": payload.get("stepId"),
-        "node_type": c.get("node_type"),
-    }
 
 
 async def _request(engine: Engine, request_id: Any) -> TakeoverRequest | None:
@@ -275,10 +247,3 @@ def _time(value: object) -> datetime | None:
         return datetime.fromisoformat(value)
     except ValueError:
         return None
-
-
-def _summary(output: Any) -> str | None:
-    if output is None:
-        return None
-    text = output if isinstance(output, str) else json.dumps(output, sort_keys=True, default=str)
-    return text if len(text) <= _SUMMARY_LIMIT else text[: _SUMMARY_LIMIT - 1] + "…"

@@ -15,7 +15,7 @@ from engine.store import tables as t
 from engine.store.base import StoreBase
 
 
-def _token(row: Any) -> ApiToken:
+def token_from_row(row: Any) -> ApiToken:
     return ApiToken(
         name=row["name"],
         role=Role(row["role"]),
@@ -61,7 +61,7 @@ class RecordStore(StoreBase):
                 .mappings()
                 .one()
             )
-            return _token(row)
+            return token_from_row(row)
 
         return await self.db.transact(work)
 
@@ -79,14 +79,14 @@ class RecordStore(StoreBase):
                 .mappings()
                 .one_or_none()
             )
-            return None if row is None else _token(row)
+            return None if row is None else token_from_row(row)
 
         return await self.db.transact(work, write=False)
 
     async def list_tokens(self) -> list[ApiToken]:
         def work(conn: Connection) -> list[ApiToken]:
             q = select(t.api_tokens).order_by(t.api_tokens.c.created_at)
-            return [_token(r) for r in (conn.execute(q)).mappings()]
+            return [token_from_row(r) for r in (conn.execute(q)).mappings()]
 
         return await self.db.transact(work, write=False)
 

@@ -21,6 +21,7 @@ from engine.links import LinkUse, LinkUsed
 from engine.model import ApiToken, JournalEntry, Role, Run
 from engine.store import tables as t
 from engine.store.base import StoreBase, journal_from_row, run_from_row
+from engine.store.records import token_from_row
 
 T = TypeVar("T")
 
@@ -31,17 +32,6 @@ _RELEASE = "release"
 
 def _use(row: Any) -> LinkUse:
     return LinkUse(row["request_id"], row["person"], row["action"], row["used_at"])
-
-
-def _token(row: Any) -> ApiToken:
-    return ApiToken(
-        name=row["name"],
-        role=Role(row["role"]),
-        person=row["person"],
-        created_at=row["created_at"],
-        revoked_at=row["revoked_at"],
-        last_used_at=row["last_used_at"],
-    )
 
 
 class WebStore(StoreBase):
@@ -132,7 +122,7 @@ class WebStore(StoreBase):
             at = t.api_tokens
             q = select(at).where(at.c.name == name, at.c.revoked_at.is_(None))
             row = conn.execute(q).mappings().first()
-            return None if row is None else _token(row)
+            return None if row is None else token_from_row(row)
 
         return await self.db.transact(work, write=False)
 
@@ -150,7 +140,9 @@ class WebStore(StoreBase):
             )
             if not changed.rowcount:
                 conn.execute(insert(at).values(name=name, created_at=now, **values))
-            return _token(conn.execute(select(at).where(at.c.name == name)).mappings().one())
+            return token_from_row(
+                conn.execute(select(at).where(at.c.name == name)).mappings().one()
+            )
 
         return await self.db.transact(work)
 
@@ -174,6 +166,6 @@ class WebStore(StoreBase):
                 .mappings()
                 .first()
             )
-            return None if row is None else _token(row)
+            return None if row is None else token_from_row(row)
 
         return await self.db.transact(work)
