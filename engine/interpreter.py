@@ -425,7 +425,9 @@ class _Walk:
 
     async def _park(self, events: list[NewEvent], **kwargs: Any) -> None:
         batch = self.pending + events
-        outbox = self.outbox + list(kwargs.pop("outbox", ()))
+        # A parked step's card goes before the notices queued with it (the confidence
+        # evaluation): in each channel the card starts the run's thread.
+        outbox = list(kwargs.pop("outbox", ())) + self.outbox
         self.pending, self.outbox = [], []
         first = await self.s.store.park_run(
             self.run.id, self.owner, batch, self.s.clock.now(), outbox=outbox, **kwargs

@@ -15,16 +15,21 @@ notices. Every slack_bolt / slack_sdk import lives in this package. Modules:
 
 from __future__ import annotations
 
+import logging
+
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_sdk.signature import SignatureVerifier
 
 from bot.slack.api import SlackApi
 from bot.slack.background import Background
 from bot.slack.bolt import build_bolt_app
+from bot.slack.shape import shape_problem, signed
 from bot.slack.sink import SlackSink
 from engine.runtime import Engine
 
 EVENTS_PATH = "/slack/events"
+log = logging.getLogger(__name__)
 
 
 def install(app: web.Application, engine: Engine) -> None:
@@ -36,7 +41,18 @@ def install(app: web.Application, engine: Engine) -> None:
     bolt = build_bolt_app(engine, api, background)
     engine.add_sink("slack", SlackSink(engine, api))
 
+    verifier = SignatureVerifier(engine.config.slack.signing_secret)
+
     async def events(request: web.Request) -> web.Response:
+        body = await request.read()
+        if signed(verifier, body, request.headers):
+            problem = shape_problem(body, request.content_type)
+            if problem is not None:
+                log.warning("refused a signed Slack request: %s", problem)
+                return web.json_response(
+                    {"error": "invalid_payload", "message": problem}, status=400
+                )
+        # Unsigned requests go on to bolt, whose own verification answers 401.
         response = await bolt.async_dispatch(await to_bolt_request(request))
         return await to_aiohttp_response(response)
 

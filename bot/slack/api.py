@@ -174,6 +174,12 @@ class SlackApi:
             "response_type": "in_channel" if in_channel else "ephemeral",
             "replace_original": False,
         }
-        result = await webhook.send_dict(body)
+        try:
+            result = await webhook.send_dict(body)
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            # Slack (or whoever sent a response_url) is unreachable: the decision stands, only
+            # this courtesy message is lost.
+            log.warning("response_url %s unreachable: %s", response_url[:100], exc)
+            return
         if result.status_code >= 300:
             log.warning("response_url answered %s: %s", result.status_code, result.body)

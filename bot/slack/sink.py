@@ -210,17 +210,22 @@ class SlackSink:
         await self._remember(state, request_id, CARD, ts, {"threadTs": state.thread or ts})
 
     async def _card_ahead(self, state: _Thread) -> None:
-        """A notice with no thread to go into: post the run's newest card for this channel
-        first, as the root (its own outbox row will find it posted). A card that was tried
-        already is left to its own row: the notice then starts the thread."""
+        """A notice with no thread to go into. The run's card starts the thread, and only its
+        own outbox row posts it (two deliverers of one card would post it twice): while that
+        row is still to be delivered, this notice waits for it. A card that failed for good
+        leaves the notice to start the thread itself."""
         for request in reversed(await self.store.list_takeovers(run_id=state.run.id)):
             if state.channel in request.channels:
                 (card,) = [m for m in notify.new_card(request) if m.channel == state.channel]
-                tried = any(
-                    m.kind == ATTEMPT and m.message_ref == card.dedupe_key for m in state.messages
+                rows = await self.store.outbox_messages(run_id=state.run.id)
+                status = next(
+                    (st for rec, st, _ in rows if rec.dedupe_key == card.dedupe_key), None
                 )
-                if not tried:
-                    await self._post_card(state, request.id, card.dedupe_key)
+                if status == "pending":
+                    raise DeliveryError(
+                        f"waiting for the card {card.dedupe_key} to start the thread",
+                        retry_after=1.0,
+                    )
                 return
 
     async def _post(

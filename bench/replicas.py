@@ -1,0 +1,182 @@
+"""Decisions per second and release-to-next-step latency with 1, 2 and 3 ``signoff serve``
+processes on one PostgreSQL database; print the figures.
+
+    python bench/replicas.py [--db postgresql+asyncpg://postgres@127.0.0.1:5432/test]
+                             [--runs 300] [--sample 50] [--replicas 1,2,3]
+
+For each replica count, on a scratch database of its own: park ``--runs`` runs of
+``approve -> act`` (``act`` calls an HTTP service in this process), then
+- decisions per second: grant+release every parked request, 32 at a time, spread over the
+  replicas (time until the last decision's response);
+- release-to-next-step latency p50/p99: ``--sample`` decisions one at a time, from the grant's
+  response (committed) to the ``act`` step's call arriving here. Polling is set to a minute, so
+  only LISTEN/NOTIFY can wake the replica that runs the step quickly;
+- the bare single-row commit rate of the same database, and decisions/commits.
+Figures are printed, never asserted. Only 127.0.0.1 is contacted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import aiohttp
+from aiohttp import web
+
+from bench.sweep import bare_commits, scratch_database
+from engine.model import Role
+from tests.reliability.cluster import Cluster, start_runs
+
+DEFAULT_DB = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
+
+
+class Arrivals:
+    """The service the ``act`` step calls: notes when each run's call arrives."""
+
+    def __init__(self) -> None:
+        self.at: dict[str, float] = {}
+        self.waiters: dict[str, asyncio.Event] = {}
+        self.url = ""
+
+    async def act(self, request: web.Request) -> web.Response:
+        run_id = request.headers.get("Idempotency-Key", "").split(":")[0]
+        self.at.setdefault(run_id, time.perf_counter())
+        self.waiters.setdefault(run_id, asyncio.Event()).set()
+        return web.json_response({"ok": True})
+
+
+def config(url: str) -> str:
+    return f"""\
+people:
+  alice: {{email: alice@example.com}}
+  bob: {{email: bob@example.com}}
+admins: [alice]
+connectors:
+  remote:
+    type: http
+    baseUrl: {url}
+    actions: {{act: {{kind: write, method: POST, path: /act}}}}
+workflows:
+  bench:
+    nodes:
+      - {{id: approve, type: approval, approvers: [bob], channels: [web], timeoutMinutes: 600}}
+      - {{id: act, type: connector, connector: remote, action: act, args: {{}}}}
+"""
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def measure(db: str, replicas: int, runs: int, sample: int, arrivals: Arrivals) -> dict[
+    str, Any
+]:
+    async with scratch_database(db) as url:
+        with tempfile.TemporaryDirectory(prefix="signoff-replicas-") as tmp:
+            cluster = Cluster(Path(tmp), url, config(arrivals.url), replicas=replicas,
+                              server="{workers: 32, leaseSeconds: 30, pollSeconds: 60}")
+            try:
+                await cluster.setup()
+                await cluster.create_tokens([("agent", Role.AGENT, None),
+                                             ("bob", Role.APPROVER, "bob")])
+                await cluster.start()
+                async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60),
+                                                 connector=aiohttp.TCPConnector(limit=64)) as http:
+                    total = runs + sample
+                    await start_runs(http, cluster, cluster.tokens["agent"], "bench", total)
+
+                    async def parked() -> dict[str, str] | None:
+                        pending = await cluster.pending_requests()
+                        return pending if len(pending) == total else None
+
+                    pending = await cluster.wait_until("runs to park", parked, 120)
+                    ids = sorted(pending)
+                    timed, bulk = ids[:sample], ids[sample:]
+                    headers = {"Authorization": f"Bearer {cluster.tokens['bob']}"}
+
+                    async def grant(i: int, run_id: str) -> float:
+                        server = cluster.servers[i % len(cluster.servers)]
+                        async with http.post(
+                            f"{server.base}/v1/runs/{run_id}/takeover/{pending[run_id]}/grant",
+                            json={"release": True}, headers=headers,
+                        ) as resp:
+                            assert resp.status == 200, await resp.text()
+                        return time.perf_counter()
+
+                    gate = asyncio.Semaphore(32)
+
+                    async def gated(i: int, run_id: str) -> float:
+                        async with gate:
+                            return await grant(i, run_id)
+
+                    started = time.perf_counter()
+                    await asyncio.gather(*(gated(i, r) for i, r in enumerate(bulk)))
+                    decisions = len(bulk) / (time.perf_counter() - started)
+
+                    latencies = []
+                    for i, run_id in enumerate(timed):
+                        event = arrivals.waiters.setdefault(run_id, asyncio.Event())
+                        decided = await grant(i, run_id)
+                        await asyncio.wait_for(event.wait(), 30)
+                        latencies.append((arrivals.at[run_id] - decided) * 1000)
+            finally:
+                await cluster.close()
+        commits = await bare_commits(url)
+    return {"decisions": decisions, "p50": statistics.median(latencies),
+            "p99": pct(latencies, 0.99), "commits": commits}
+
+
+async def reachable(db: str) -> bool:
+    from sqlalchemy.ext.asyncio import create_async_engine
+    from sqlalchemy.pool import NullPool
+
+    engine = create_async_engine(db, poolclass=NullPool, connect_args={"timeout": 5})
+    try:
+        async with engine.connect():
+            return True
+    except Exception as exc:  # any failure to connect means: nothing to measure here
+        print(f"PostgreSQL at {db} not reachable ({type(exc).__name__}): skipped")
+        return False
+    finally:
+        await engine.dispose()
+
+
+async def main(db: str, runs: int, sample: int, counts: list[int]) -> None:
+    if not await reachable(db):
+        return
+    arrivals = Arrivals()
+    app = web.Application()
+    app.router.add_post("/act", arrivals.act)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    arrivals.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    try:
+        print(f"{runs} decisions (32 at a time) + {sample} timed one at a time, per row")
+        print(f"{'replicas':>8} {'decisions/s':>12} {'p50 ms':>8} {'p99 ms':>8} "
+              f"{'commits/s':>10} {'ratio':>6}")
+        for n in counts:
+            r = await measure(db, n, runs, sample, arrivals)
+            print(f"{n:>8} {r['decisions']:>12.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} "
+                  f"{r['commits']:>10.0f} {r['decisions'] / r['commits']:>6.2f}", flush=True)
+    finally:
+        await runner.cleanup()
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--db", default=DEFAULT_DB, help="a postgresql+asyncpg:// server URL")
+    parser.add_argument("--runs", type=int, default=300)
+    parser.add_argument("--sample", type=int, default=50)
+    parser.add_argument("--replicas", default="1,2,3")
+    args = parser.parse_args()
+    asyncio.run(main(args.db, args.runs, args.sample, [int(x) for x in args.replicas.split(",")]))

@@ -1,0 +1,91 @@
+"""The shape Slack's payloads must have before bolt sees them.
+
+A correctly signed request can still carry a body bolt's matchers cannot read (an empty
+``actions`` list, ``view: null``): that is bad input, answered 400 with nothing changed, not a
+500 from inside bolt. The signature is checked first, so an unsigned body is still a 401.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import parse_qs
+
+from slack_sdk.signature import SignatureVerifier
+
+
+def signed(verifier: SignatureVerifier, body: bytes, headers: Any) -> bool:
+    return verifier.is_valid_request(body.decode("utf-8", "replace"), dict(headers))
+
+
+def shape_problem(body: bytes, content_type: str) -> str | None:
+    """Why this (signed) body is not a payload Slack sends, or None."""
+    text = body.decode("utf-8", "replace")
+    if content_type.startswith("application/json"):
+        try:
+            event = json.loads(text)
+        except json.JSONDecodeError:
+            return "the body is not JSON"
+        if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+            return "an event needs a type"
+        if event.get("event") is not None and not isinstance(event["event"], dict):
+            return "event.event must be an object"
+        authorizations = event.get("authorizations")
+        if authorizations is not None and not (
+            isinstance(authorizations, list) and all(isinstance(a, dict) for a in authorizations)
+        ):
+            return "event.authorizations must be a list of objects"
+        return _fields(event, "event")
+    form = parse_qs(text, keep_blank_values=True)
+    if "payload" not in form:
+        return None  # a slash command: bolt reads its fields leniently
+    try:
+        payload = json.loads(form["payload"][0])
+    except json.JSONDecodeError:
+        return "payload is not JSON"
+    if not isinstance(payload, dict) or payload.get("type") not in _INTERACTIONS:
+        return "payload needs a known type (" + ", ".join(sorted(_INTERACTIONS)) + ")"
+    problem = _fields(payload, "payload")
+    if problem is not None:
+        return problem
+    kind = payload["type"]
+    user = payload.get("user")
+    if not (isinstance(user, dict) and isinstance(user.get("id"), str)):
+        return "payload.user needs an id"
+    if kind == "block_actions":
+        actions = payload.get("actions")
+        if not isinstance(actions, list) or not actions:
+            return "block_actions needs actions"
+        for action in actions:
+            if not isinstance(action, dict) or not isinstance(action.get("action_id"), str):
+                return "every action needs an action_id"
+            if not isinstance(action.get("value", ""), str):
+                return "an action's value is text"
+    if kind in ("view_submission", "view_closed") and not isinstance(payload.get("view"), dict):
+        return f"{kind} needs a view"
+    return None
+
+
+# What Signoff's Slack app receives; anything else is not for this endpoint.
+_INTERACTIONS = frozenset({"block_actions", "view_submission", "view_closed"})
+_OBJECTS = ("team", "enterprise", "user", "channel", "container", "view", "message", "state")
+_TEXTS = ("token", "trigger_id", "response_url", "api_app_id", "team_id", "enterprise_id")
+
+
+def _fields(body: dict[str, Any], where: str) -> str | None:
+    """The fields bolt's middleware reads, in the types it reads them as."""
+    for key in _OBJECTS:
+        if body.get(key) is not None and not isinstance(body[key], dict):
+            return f"{where}.{key} must be an object"
+    for key in _TEXTS:
+        if body.get(key) is not None and not isinstance(body[key], str):
+            return f"{where}.{key} must be text"
+    for key in ("team", "enterprise", "channel"):
+        inner = body.get(key)
+        if isinstance(inner, dict) and not isinstance(inner.get("id", ""), str):
+            return f"{where}.{key}.id must be text"
+    if body.get("is_enterprise_install") is not None and not isinstance(
+        body["is_enterprise_install"], bool
+    ):
+        return f"{where}.is_enterprise_install must be a boolean"
+    return None

@@ -1,0 +1,194 @@
+"""Duplicate delivery: every Slack button click is delivered four times (at once, spread over
+the replicas, as a retrying proxy or a double-clicking person would). Side effects divided by
+approvals must be exactly 1.000, every delivery is acknowledged, and each card is updated
+once per decision (no duplicate posts). Every Teams ``Action.Execute`` invoke is delivered three
+times likewise: side effects divided by approvals is exactly 1.000 again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import Counter
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import urlencode
+
+import aiohttp
+import pytest
+from sqlalchemy import select
+
+from engine.model import Role
+from engine.store import tables as t
+from tests.fakes.slack import FakeSlack
+from tests.fakes.teams import FakeConnector
+from tests.integration.slack.harness import SECRET, signed_headers
+from tests.integration.teams.teamsharness import Teams
+from tests.reliability.cluster import TERMINAL, Cluster, size, start_runs
+
+CHANNELS = 8  # Slack paces each channel to about a message a second
+SLACK_COPIES = 4
+TEAMS_COPIES = 3
+TEAM = "T0SIGNOFF"
+BOB = "U0BOB0001"
+
+
+def config(slack: FakeSlack) -> str:
+    flows = "".join(
+        f"""\
+  pay{i}:
+    nodes:
+      - {{id: approve, type: approval, approvers: [bob], channels: ["slack:C0DUP{i:04d}"],
+         timeoutMinutes: 600}}
+      - {{id: act, type: connector, connector: demo-ledger, action: refund,
+         args: {{order: "{{{{ input.order }}}}"}}}}
+"""
+        for i in range(CHANNELS)
+    )
+    return f"""\
+people:
+  alice: {{email: alice@example.com, slack: U0ALICE01}}
+  bob: {{email: bob@example.com, slack: {BOB}, teams: aad-bob}}
+admins: [alice]
+slack: {{botToken: '{slack.token}', signingSecret: '{SECRET}', apiBaseUrl: '{slack.api_url}'}}
+workflows:
+{flows}"""
+
+
+def click_body(request_id: str, channel: str, ts: str, response_url: str) -> str:
+    payload = {
+        "type": "block_actions",
+        "team": {"id": TEAM, "domain": "signoff-test"},
+        "user": {"id": BOB, "username": "bob", "team_id": TEAM},
+        "api_app_id": "A0SIGNOFF",
+        "token": "unused-verification-token",
+        "trigger_id": f"trigger-{request_id}",
+        "container": {"type": "message", "message_ts": ts, "channel_id": channel,
+                      "is_ephemeral": False},
+        "channel": {"id": channel, "name": "approvals"},
+        "response_url": response_url,
+        "actions": [{"type": "button", "action_id": "signoff_grant", "block_id": "actions",
+                     "value": request_id, "action_ts": f"{time.time():.6f}"}],
+    }
+    return urlencode({"payload": json.dumps(payload)})
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[FakeSlack]:
+    async with FakeSlack() as fake:
+        yield fake
+
+
+@pytest.fixture
+async def cluster(db_url: str, tmp_path: Path, slack: FakeSlack) -> AsyncIterator[Cluster]:
+    replicas = 1 if db_url.startswith("sqlite") else 3
+    c = Cluster(tmp_path, db_url, config(slack), replicas=replicas,
+                server="{workers: 8, leaseSeconds: 30, pollSeconds: 0.2}")
+    try:
+        await c.setup()
+        await c.create_tokens([("agent", Role.AGENT, None)])
+        await c.start()
+        yield c
+    finally:
+        await c.close()
+
+
+async def test_each_slack_click_four_times_one_side_effect(
+    cluster: Cluster, slack: FakeSlack
+) -> None:
+    n = size(ci=16, full=200)
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+        run_ids = await start_runs(
+            http, cluster, cluster.tokens["agent"], [f"pay{i}" for i in range(CHANNELS)], n
+        )
+
+        async def cards_posted() -> dict[str, tuple[str, str]] | None:
+            cm = t.chat_messages.c
+            async with cluster.db.connect() as conn:
+                rows = list(await conn.execute(
+                    select(cm.request_id, cm.channel, cm.message_ref).where(cm.kind == "card")
+                ))
+            cards = {r.request_id: (r.channel.split(":", 1)[1], r.message_ref) for r in rows}
+            return cards if len(cards) == n else None
+
+        cards = await cluster.wait_until("every card to be posted", cards_posted, 60 + n)
+
+        async def deliver(request_id: str, copy: int) -> int:
+            channel, ts = cards[request_id]
+            body = click_body(request_id, channel, ts, slack.response_url(request_id))
+            server = cluster.servers[copy % len(cluster.servers)]
+            async with http.post(server.base + "/slack/events", data=body,
+                                 headers=signed_headers(body)) as resp:
+                await resp.read()
+                return resp.status
+
+        acks = await asyncio.gather(*(
+            deliver(request_id, copy) for request_id in cards for copy in range(SLACK_COPIES)
+        ))
+
+        async def all_terminal() -> dict[str, str] | None:
+            runs = await cluster.run_statuses()
+            return runs if all(s in TERMINAL for s in runs.values()) else None
+
+        runs = await cluster.wait_until("every run to finish", all_terminal, 60 + n)
+    assert Counter(acks) == Counter({200: n * SLACK_COPIES}), Counter(acks)
+    assert set(runs.values()) == {"completed"}, Counter(runs.values())
+    journal = await cluster.journal_counts()
+    approvals = sum(journal[r][("takeover_granted", "approve")] for r in run_ids)
+    side_effects = sum(1 for row in await cluster.ledger_rows() if row.step_id == "act")
+    assert approvals == n
+    assert side_effects / approvals == 1.0, (side_effects, approvals)
+    assert slack.duplicates() == {}, slack.duplicates()
+    print(
+        f"\n{len(cluster.servers)} replica(s): {n} requests x {SLACK_COPIES} Slack deliveries, "
+        f"acks {dict(Counter(acks))}, approvals {approvals}, side effects {side_effects}, "
+        f"ratio {side_effects / approvals:.3f}, duplicate posts 0"
+    )
+
+
+async def test_each_teams_invoke_three_times_one_side_effect(cluster: Cluster) -> None:
+    n = size(ci=16, full=200)
+    async with FakeConnector() as connector, aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(total=30)
+    ) as http:
+        # The harness's activity builder, without its in-process server.
+        teams = Teams(client=None, engine=None, connector=connector, clock=None)  # type: ignore[arg-type]
+        run_ids = await start_runs(
+            http, cluster, cluster.tokens["agent"], [f"pay{i}" for i in range(CHANNELS)], n
+        )
+
+        async def all_parked() -> dict[str, str] | None:
+            pending = await cluster.pending_requests()
+            return pending if len(pending) == n else None
+
+        pending = await cluster.wait_until("every run to park", all_parked, 60 + n)
+
+        async def deliver(activity: dict[str, object], copy: int) -> int:
+            server = cluster.servers[copy % len(cluster.servers)]
+            async with http.post(server.base + "/api/messages", json=activity) as resp:
+                await resp.read()
+                return resp.status
+
+        activities = [teams.click_activity("grant", pending[r], as_="bob") for r in run_ids]
+        acks = await asyncio.gather(*(
+            deliver(activity, copy) for activity in activities for copy in range(TEAMS_COPIES)
+        ))
+
+        async def all_terminal() -> dict[str, str] | None:
+            runs = await cluster.run_statuses()
+            return runs if all(s in TERMINAL for s in runs.values()) else None
+
+        runs = await cluster.wait_until("every run to finish", all_terminal, 60 + n)
+    assert set(acks) <= {200}, Counter(acks)
+    assert set(runs.values()) == {"completed"}, Counter(runs.values())
+    journal = await cluster.journal_counts()
+    approvals = sum(journal[r][("takeover_granted", "approve")] for r in run_ids)
+    side_effects = sum(1 for row in await cluster.ledger_rows() if row.step_id == "act")
+    assert approvals == n
+    assert side_effects / approvals == 1.0, (side_effects, approvals)
+    print(
+        f"\n{len(cluster.servers)} replica(s): {n} requests x {TEAMS_COPIES} Teams invokes, "
+        f"acks {dict(Counter(acks))}, approvals {approvals}, side effects {side_effects}, "
+        f"ratio {side_effects / approvals:.3f}"
+    )
