@@ -9,10 +9,6 @@ new process may only take the run over once the dead one's lease has run out.
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import socket
-import sys
 import textwrap
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -23,11 +19,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from tests.support.process import Server, call, cli, free_port
+
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 LEASE_SECONDS = 5
-STARTUP_TIMEOUT = 30.0
 
 
 @dataclass
@@ -70,13 +66,6 @@ async def remote() -> AsyncIterator[FakeRemote]:
         await runner.cleanup()
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def app_yaml(db_url: str, port: int, remote_url: str) -> str:
     return textwrap.dedent(
         f"""\
@@ -105,75 +94,6 @@ def app_yaml(db_url: str, port: int, remote_url: str) -> str:
                         amount: "{{{{ steps.charge.output.amount }}}}"}}}}
         """
     )
-
-
-def child_env() -> dict[str, str]:
-    """The parent's environment without SIGNOFF_* overrides: the config file decides."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SIGNOFF_")}
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
-
-
-async def cli(config: Path, *args: str) -> str:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot.cli", *args, "--config", str(config),
-        cwd=ROOT, env=child_env(),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 60)
-    assert proc.returncode == 0, f"signoff {' '.join(args)}: {err.decode()}"
-    return out.decode()
-
-
-class Server:
-    """``signoff serve`` as a child process, its output kept in a log file."""
-
-    def __init__(self, config: Path, port: int, log: Path) -> None:
-        self.config = config
-        self.base = f"http://127.0.0.1:{port}"
-        self.log = log
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bot.cli", "serve", "--config", str(self.config),
-                cwd=ROOT, env=child_env(), stdout=out, stderr=out,
-            )
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + STARTUP_TIMEOUT
-        async with aiohttp.ClientSession() as http:
-            while True:
-                assert self.proc.returncode is None, self.log.read_text()
-                try:
-                    async with http.get(self.base + "/readyz") as resp:
-                        if resp.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                assert loop.time() < deadline, "server did not start:\n" + self.log.read_text()
-                await asyncio.sleep(0.1)
-
-    async def kill(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGKILL)
-            await self.proc.wait()
-
-    async def stop(self) -> None:
-        if self.proc is not None and self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(self.proc.wait(), 20)
-            except TimeoutError:
-                await self.kill()
-
-
-async def call(
-    http: aiohttp.ClientSession, method: str, url: str, token: str, body: Any = None
-) -> tuple[int, Any]:
-    headers = {"Authorization": f"Bearer {token}"}
-    async with http.request(method, url, json=body, headers=headers) as resp:
-        return resp.status, await resp.json()
 
 
 async def test_killed_mid_step_resumes_with_the_same_idempotency_key(
