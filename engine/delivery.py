@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Protocol
 
+from engine.background import BackgroundLoop
 from engine.errors import SignoffError
 from engine.model import OutboxRecord
 from engine.ports import Clock
@@ -45,7 +46,9 @@ class Sink(Protocol):
     async def deliver(self, message: OutboxRecord) -> None: ...
 
 
-class Dispatcher:
+class Dispatcher(BackgroundLoop):
+    task_name = "signoff-outbox"
+
     def __init__(
         self,
         store: SqlStore,
@@ -63,20 +66,10 @@ class Dispatcher:
         self.poll_seconds = poll_seconds
         self.batch = batch
         self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
         self._last_sent: dict[str, float] = {}  # channel -> loop time of the last send
 
     def wake(self) -> None:
         self._wakeup.set()
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="signoff-outbox")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
     async def _loop(self) -> None:
         while True:

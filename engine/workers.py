@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from engine import reminders
+from engine.background import BackgroundLoop
 from engine.errors import SignoffError
 from engine.interpreter import Interpreter
 from engine.ports import Clock
@@ -143,7 +144,9 @@ class Workers:
                 return
 
 
-class Sweeper:
+class Sweeper(BackgroundLoop):
+    task_name = "signoff-sweeper"
+
     """Expires pending requests past ``expiresAt``, exactly once even with several replicas."""
 
     def __init__(
@@ -162,7 +165,6 @@ class Sweeper:
         self.outbox = outbox
         self.interval = interval_seconds
         self.batch = batch
-        self._task: asyncio.Task[None] | None = None
 
     async def sweep_once(self) -> int:
         """Expire everything due now; returns how many requests expired."""
@@ -177,15 +179,6 @@ class Sweeper:
                 self.on_requeue()
             if len(expired) < self.batch:
                 return total
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="signoff-sweeper")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
     async def _loop(self) -> None:
         while True:

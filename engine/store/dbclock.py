@@ -11,13 +11,13 @@ costs nothing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import datetime, timedelta
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
+from engine.background import BackgroundLoop
 from engine.ports import Clock
 from engine.store.db import Database
 
@@ -26,13 +26,14 @@ log = logging.getLogger(__name__)
 _DB_NOW = text("SELECT CURRENT_TIMESTAMP")
 
 
-class DatabaseClock:
+class DatabaseClock(BackgroundLoop):
+    task_name = "signoff-db-clock"
+
     def __init__(self, db: Database, local: Clock, *, resync_seconds: float = 60.0) -> None:
         self.db = db
         self.local = local
         self.resync_seconds = resync_seconds
         self.offset = timedelta(0)
-        self._task: asyncio.Task[None] | None = None
 
     def now(self) -> datetime:
         return self.local.now() + self.offset
@@ -50,15 +51,6 @@ class DatabaseClock:
         after = self.local.now()
         self.offset = db_now - (before + (after - before) / 2)
         return self.offset
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="signoff-db-clock")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
 
     async def _loop(self) -> None:
         while True:

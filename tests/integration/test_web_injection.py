@@ -5,7 +5,6 @@ are shown as escapes."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
 from html.parser import HTMLParser
 from urllib.parse import quote
@@ -15,23 +14,9 @@ import pytest
 from engine.ports import ManualClock
 from tests.support.api import Api, running_api
 from tests.support.engines import AGENT
+from tests.support.hostile import HIDDEN, HOSTILE
 from tests.support.web import REFUND_DEMO, link_path, page, pending_request, sign_in
 
-# The values of the cards' injection tests (tests/unit/cards/test_cards_injection.py).
-HOSTILE = {
-    "channel": "<!channel>",
-    "user": "<@U123>",
-    "here": "@here",
-    "markdown_link": "[click](https://evil.example)",
-    "html": "<b>bold</b><script>alert(1)</script><img src=x onerror=alert(1)>",
-    "rlo": "invoice\u202efdp.exe",
-    "zero_width": "pay\u200bpal\u2060\ufeff",
-    "ac_date": "{{DATE(2017-02-14T06:08:39Z, SHORT)}}",
-    "backticks": "```\n*bold* <!here>\n```",
-    "slack_link": "<https://evil.example|Open the approval page>",
-    "entity": "&lt;!channel&gt; &amp;",
-}
-HIDDEN = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
 OUR_TAGS = {
     "html", "head", "meta", "title", "link", "body", "header", "nav", "a", "form", "input",
     "span", "button", "main", "p", "strong", "section", "h1", "h2", "h3", "dl", "dt", "dd",

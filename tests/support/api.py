@@ -64,10 +64,17 @@ async def running_api(
     config = parse_config(config_text(db_url, workflows_yaml, extra), {})
     opts = EngineOptions(clock=clock or ManualClock(), ids=SequentialIds("id"),
                          owner="api-worker", **options)
-    app = create_app(config, opts)
-    client = TestClient(TestServer(app))
+    async with serving(TestServer(create_app(config, opts))) as api:
+        yield api
+
+
+@asynccontextmanager
+async def serving(server: TestServer) -> AsyncIterator[Api]:
+    """Start ``server`` (an app around an engine) with the tokens the tests act as: agent,
+    admin (alice), and the approvers bob, carol and dave."""
+    client: TestClient[Any, Any] = TestClient(server)
     await client.start_server()
-    api = Api(client, app[ENGINE], {})
+    api = Api(client, server.app[ENGINE], {})
     await api.token("agent", Role.AGENT)
     await api.token("admin", Role.ADMIN, "alice")
     for name in ("bob", "carol", "dave"):

@@ -14,13 +14,12 @@ from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient, TestServer
 
 from bot.app import create_app
-from bot.keys import ENGINE
 from bot.web.context import WEB, WebContext
 from engine.config import AppConfig, parse_config
-from engine.model import Role, TakeoverRequest, TakeoverStatus
+from engine.model import TakeoverRequest, TakeoverStatus
 from engine.ports import ManualClock, SequentialIds
 from engine.runtime import Engine, EngineOptions
-from tests.support.api import Api
+from tests.support.api import Api, serving
 from tests.support.engines import PEOPLE, wait_for
 from tests.support.process import free_port
 
@@ -129,15 +128,6 @@ async def running_web(
     options = EngineOptions(
         clock=clock or ManualClock(), ids=SequentialIds("id"), owner="web-worker"
     )
-    app = create_app(config, options)
-    client: TestClient[Any, Any] = TestClient(TestServer(app, host="127.0.0.1", port=port))
-    await client.start_server()
-    api = Api(client, app[ENGINE], {})
-    await api.token("agent", Role.AGENT)
-    await api.token("admin", Role.ADMIN, "alice")
-    for name in ("bob", "carol", "dave"):
-        await api.token(name, Role.APPROVER, name)
-    try:
+    server = TestServer(create_app(config, options), host="127.0.0.1", port=port)
+    async with serving(server) as api:
         yield api
-    finally:
-        await client.close()

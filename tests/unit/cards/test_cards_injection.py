@@ -32,21 +32,8 @@ from cards.samples import APPROVAL_URL, RUN_URL, sample_request, sample_run
 from cards.text import canonical_json
 from cards.view import ApprovalView, build_view
 from engine.model import TakeoverStatus
+from tests.support.hostile import HIDDEN, HOSTILE
 
-HOSTILE = {
-    "channel": "<!channel>",
-    "user": "<@U123>",
-    "here": "@here",
-    "markdown_link": "[click](https://evil.example)",
-    "html": "<b>bold</b><script>alert(1)</script><img src=x onerror=alert(1)>",
-    "rlo": "invoice\u202efdp.exe",
-    "zero_width": "pay\u200bpal\u2060\ufeff",
-    "ac_date": "{{DATE(2017-02-14T06:08:39Z, SHORT)}}",
-    "backticks": "```\n*bold* <!here>\n```",
-    "slack_link": "<https://evil.example|Open the approval page>",
-    "entity": "&lt;!channel&gt; &amp;",
-}
-HIDDEN = re.compile("[\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
 OUR_LINK = re.compile(r"<https://signoff\.example\.com/[^|<>]*\|[^<>]*>")
 SLACK_DATE = re.compile(r"<!date\^\d+\^\{date_short_pretty\} at \{time\}\|[^<>]*>")
 AC_FUNCTION = re.compile(r"\{\{[A-Z]{4}\(")
