@@ -18,6 +18,7 @@ from bot.metrics import LATENCY, REQUESTS
 from bot.slack import install as install_slack
 from bot.teams import install as install_teams
 from bot.web import install as install_web
+from engine import crashpoints
 from engine.config import AppConfig
 from engine.runtime import Engine, EngineOptions
 
@@ -45,6 +46,16 @@ async def metrics_middleware(
         LATENCY.labels(request.method).observe(time.perf_counter() - started)
 
 
+@web.middleware
+async def ack_crash_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The ``ack`` crash point (installed only under ``SIGNOFF_TEST_CRASH_DIR``): a POST has
+    been handled, so whatever it decided is committed, and its answer has not left yet."""
+    response: web.StreamResponse = await handler(request)
+    if request.method == "POST" and response.status < 300:
+        crashpoints.reached("ack")
+    return response
+
+
 def create_app(
     config: AppConfig,
     options: EngineOptions | None = None,
@@ -53,8 +64,9 @@ def create_app(
 ) -> web.Application:
     """Build the application. ``run_background=False`` starts no workers or sweeper (for a
     process that only serves requests, and for tests that drive the engine themselves)."""
+    crash = [ack_crash_middleware] if crashpoints.ENABLED else []
     app = web.Application(
-        middlewares=[metrics_middleware, error_middleware, auth_middleware],
+        middlewares=[*crash, metrics_middleware, error_middleware, auth_middleware],
         client_max_size=MAX_BODY_BYTES,
     )
     engine = Engine(config, options)

@@ -24,7 +24,8 @@ from engine.model import (
 from engine.ports import Clock, IdSource
 
 if TYPE_CHECKING:  # the store's own modules import rules from here
-    from engine.store import SqlStore
+    from engine.store import Adopt, SqlStore
+    from engine.workers import Workers
 
 MAX_TIMEOUT_MINUTES = 1440
 MAX_NOTES = 4000
@@ -38,12 +39,16 @@ class Approvals:
         ids: IdSource,
         *,
         wake: Callable[[], None] = lambda: None,
+        wake_outbox: Callable[[], None] = lambda: None,
+        workers: Workers | None = None,
         admins: Sequence[str] = (),
     ) -> None:
         self.store = store
         self.clock = clock
         self.ids = ids
         self.wake = wake
+        self.wake_outbox = wake_outbox
+        self.workers = workers
         self.admins = frozenset(admins)
 
     # -- authorization -------------------------------------------------------------------------
@@ -77,17 +82,22 @@ class Approvals:
     ) -> TakeoverRequest:
         request = await self.store.get_takeover(request_id)
         self._authorize(request, who)
-        after = await self.store.grant(
-            request_id,
-            who.name,
-            self.clock.now(),
-            notes=_notes(notes),
-            sdp_offer=sdp_offer,
-            release=release,
-            outbox=notify.card_changed,
-        )
+        offer = self._offer() if release else None
+        try:
+            after = await self.store.grant(
+                request_id,
+                who.name,
+                self.clock.now(),
+                notes=_notes(notes),
+                sdp_offer=sdp_offer,
+                release=release,
+                outbox=notify.card_changed,
+                adopt=offer,
+            )
+        finally:
+            self._settle(offer)
         if after.status == TakeoverStatus.RELEASED:
-            self.wake()
+            self._woken(offer, after)
         return after
 
     async def deny(
@@ -97,25 +107,52 @@ class Approvals:
         self._authorize(request, who)
         if request.deny_reason_required and not (notes or "").strip():
             raise InvalidRequest("a reason is required to deny this request")
-        after = await self.store.deny(
-            request_id,
-            who.name,
-            self.clock.now(),
-            notes=_notes(notes),
-            outbox=notify.card_changed,
-        )
-        self.wake()
+        offer = self._offer()
+        try:
+            after = await self.store.deny(
+                request_id,
+                who.name,
+                self.clock.now(),
+                notes=_notes(notes),
+                outbox=notify.card_changed,
+                adopt=offer,
+            )
+        finally:
+            self._settle(offer)
+        self._woken(offer, after)
         return after
 
     async def release(self, request_id: str, who: Principal) -> TakeoverRequest:
         request = await self.store.get_takeover(request_id)
         if request.decided_by != who.name and not who.is_admin:
             self._authorize(request, who)
-        after = await self.store.release(
-            request_id, who.name, self.clock.now(), outbox=notify.card_changed
-        )
-        self.wake()
+        offer = self._offer()
+        try:
+            after = await self.store.release(
+                request_id, who.name, self.clock.now(), outbox=notify.card_changed, adopt=offer
+            )
+        finally:
+            self._settle(offer)
+        self._woken(offer, after)
         return after
+
+    # -- handing the run back ------------------------------------------------------------------
+    # A decision that puts a parked run back to work claims it for a free worker slot of this
+    # process in the same transaction (``Workers.offer``): the run resumes here at once, with
+    # no queue round trip. Without a free slot it is queued and the workers are woken.
+
+    def _offer(self) -> Adopt | None:
+        return self.workers.offer() if self.workers is not None else None
+
+    def _settle(self, offer: Adopt | None) -> None:
+        if self.workers is not None:
+            self.workers.settle(offer)
+
+    def _woken(self, offer: Adopt | None, after: TakeoverRequest) -> None:
+        if offer is None or offer.run_id is None:
+            self.wake()
+        elif notify.card_changed(after):
+            self.wake_outbox()  # the run is already ours; its card's update goes out now
 
     async def answer(self, request_id: str, who: Principal, sdp_answer: str) -> TakeoverRequest:
         request = await self.store.get_takeover(request_id)

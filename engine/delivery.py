@@ -6,6 +6,13 @@ one at a time, in the order they were written (a card before the notices in its 
 faster than the sink's ``min_interval``. A sink raises ``DeliveryError`` to ask for a retry
 (with the remote's ``Retry-After`` when it gave one) or to give up for good; retries back off
 exponentially up to ``MAX_ATTEMPTS``.
+
+Claims. A dispatcher claims a batch of due messages for ``hold``, which the engine sets to
+``server.leaseSeconds``: a replica that dies mid-delivery leaves its claimed messages to the
+other replicas after the same time as its runs. A live dispatcher renews its claim while it
+sends (a heartbeat, like a run's lease), so a slow remote cannot let the claim lapse under a
+message in flight; and once half the hold has gone on paced sends, it hands the rest of the
+batch back unsent.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -26,7 +34,16 @@ from engine.store import SqlStore
 log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 8
-_HOLD = timedelta(seconds=60)
+
+
+@dataclass(slots=True)
+class _Claim:
+    """A claimed batch: its message ids, when it was claimed and how long it is held (loop
+    time, renewed by the heartbeat)."""
+
+    ids: list[int]
+    claimed_at: float
+    until: float
 
 
 class DeliveryError(Exception):
@@ -58,6 +75,7 @@ class Dispatcher(BackgroundLoop):
         owner: str,
         poll_seconds: float = 1.0,
         batch: int = 200,
+        hold: timedelta = timedelta(seconds=30),
     ) -> None:
         self.store = store
         self.clock = clock
@@ -65,6 +83,7 @@ class Dispatcher(BackgroundLoop):
         self.owner = owner
         self.poll_seconds = poll_seconds
         self.batch = batch
+        self.hold = hold  # how long a claim keeps other dispatchers off a message
         self._wakeup = asyncio.Event()
         self._last_sent: dict[str, float] = {}  # channel -> loop time of the last send
 
@@ -86,24 +105,53 @@ class Dispatcher(BackgroundLoop):
 
     async def deliver_due(self) -> int:
         """Deliver what is due now; returns how many messages were handled."""
+        claimed_at = asyncio.get_running_loop().time()  # no later than the claim's start
         claimed = await self.store.claim_outbox(
-            self.owner, self.clock.now(), limit=self.batch, hold=_HOLD
+            self.owner, self.clock.now(), limit=self.batch, hold=self.hold
         )
         if not claimed:
             return 0
         by_channel: dict[str, list[OutboxRecord]] = {}
         for message in claimed:
             by_channel.setdefault(message.channel, []).append(message)
-        await asyncio.gather(*(self._channel(ch, msgs) for ch, msgs in by_channel.items()))
+        claim = _Claim([m.id for m in claimed], claimed_at, claimed_at + self.hold.total_seconds())
+        renewal = asyncio.create_task(self._renew(claim))
+        try:
+            await asyncio.gather(
+                *(self._channel(ch, msgs, claim) for ch, msgs in by_channel.items())
+            )
+        finally:
+            renewal.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await renewal
         return len(claimed)
 
-    async def _channel(self, channel: str, messages: list[OutboxRecord]) -> None:
+    async def _renew(self, claim: _Claim) -> None:
+        """The claim's heartbeat, like a run's lease: renewed every third of the hold while
+        the batch is being sent, so a slow remote cannot let it lapse under a live sender."""
+        loop = asyncio.get_running_loop()
+        hold = self.hold.total_seconds()
+        while True:
+            await asyncio.sleep(max(hold / 3, 0.05))
+            renewed_at = loop.time()
+            try:
+                await self.store.renew_claims(claim.ids, self.owner, self.clock.now() + self.hold)
+            except SignoffError as exc:
+                log.warning("renewing outbox claims failed: %s", exc)
+            else:
+                claim.until = renewed_at + hold
+
+    async def _channel(self, channel: str, messages: list[OutboxRecord], claim: _Claim) -> None:
+        """Send one channel's claimed messages in order. A message is only started in the
+        first half of the first hold: the rest is handed back then, for a fair share."""
         platform = channel.partition(":")[0]
         sink = self.sinks.get(platform)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + _HOLD.total_seconds() / 2
+        hold = self.hold.total_seconds()
         for index, message in enumerate(messages):
-            if loop.time() > deadline:
+            if sink is not None:
+                await self._pace(channel, sink.min_interval)
+            if loop.time() > claim.claimed_at + hold / 2:
                 # Paced sends took half the claim: hand the rest back before the claim lapses,
                 # so no other dispatcher can claim a message this one is still sending.
                 await self.store.release_claims([m.id for m in messages[index:]], self.owner)
@@ -111,14 +159,13 @@ class Dispatcher(BackgroundLoop):
             if sink is None:
                 await self.store.mark_failed(message.id, f"no delivery configured for {platform}")
                 continue
-            await self._pace(channel, sink.min_interval)
             try:
                 await sink.deliver(message)
             except Exception as exc:
                 if not isinstance(exc, DeliveryError):  # a sink bug must not stop the others
                     log.exception("delivering outbox message %s failed", message.id)
                     exc = DeliveryError(f"{type(exc).__name__}: {exc}")
-                self._last_sent[channel] = asyncio.get_running_loop().time()
+                self._last_sent[channel] = loop.time()
                 retry_at = await self._failed(message, exc)
                 # The channel's later messages wait as long as this one: they keep their order
                 # and nothing is sent while the remote said to wait.
@@ -134,7 +181,13 @@ class Dispatcher(BackgroundLoop):
                             count=False,
                         )
                 return
-            self._last_sent[channel] = asyncio.get_running_loop().time()
+            self._last_sent[channel] = loop.time()
+            if loop.time() > claim.until:  # the claim lapsed (renewals failed) under the send
+                log.warning(
+                    "outbox message %s was delivered after its claim lapsed (the claim could "
+                    "not be renewed): another replica may have sent it too",
+                    message.id,
+                )
             await self.store.mark_sent(message.id, self.owner, self.clock.now())
 
     async def _pace(self, channel: str, min_interval: float) -> None:

@@ -99,7 +99,13 @@ class Engine:
             poll_seconds=server.poll_seconds,
         )
         self.approvals = Approvals(
-            self.store, self.clock, self.ids, wake=self.wake, admins=config.admins
+            self.store,
+            self.clock,
+            self.ids,
+            wake=self.wake,
+            wake_outbox=self.wake_outbox,
+            workers=self.workers,
+            admins=config.admins,
         )
         self.sweeper = Sweeper(
             self.store,
@@ -108,8 +114,15 @@ class Engine:
             outbox=notify.card_changed,
             interval_seconds=opts.sweep_interval_seconds,
         )
+        # The outbox claim lasts as long as a run's lease: a dead replica's messages go out
+        # from another replica as soon as its runs do.
         self.dispatcher = Dispatcher(
-            self.store, self.clock, opts.sinks, owner=self.owner, poll_seconds=1.0
+            self.store,
+            self.clock,
+            opts.sinks,
+            owner=self.owner,
+            poll_seconds=1.0,
+            hold=timedelta(seconds=server.lease_seconds),
         )
         if "callback" not in self.dispatcher.sinks:
             self.add_sink("callback", CallbackSink(self.store, self.clock, server.secret_key))
@@ -174,18 +187,25 @@ class Engine:
         if is_call_workflow(workflow):  # a held call started as a run would skip its policy
             raise InvalidRequest("held calls are made through POST /v1/calls, not as runs")
         await self.workflows.get(workflow)  # NotFound for an unknown workflow
-        run, created = await self.store.create_run(
-            NewRun(
-                id=self.ids.new_id(),
-                workflow=workflow,
-                input=input,
-                requested_by=who.name,
-                agent=agent or (who.token if who.role == Role.AGENT else None),
-                idempotency_key=idempotency_key,
-            ),
-            self.clock.now(),
-        )
-        if created:
+        offer = self.workers.offer()  # with a slot free here, created claimed by this process
+        try:
+            run, created = await self.store.create_run(
+                NewRun(
+                    id=self.ids.new_id(),
+                    workflow=workflow,
+                    input=input,
+                    requested_by=who.name,
+                    agent=agent or (who.token if who.role == Role.AGENT else None),
+                    idempotency_key=idempotency_key,
+                    adopt=offer,
+                ),
+                self.clock.now(),
+            )
+            if offer is not None:
+                offer.run_id = run.id if created else None
+        finally:
+            self.workers.settle(offer)
+        if created and offer is None:
             self.wake()
         return run, created
 

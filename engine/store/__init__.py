@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from engine.store.base import Adopt
 from engine.store.calls import CallStore
 from engine.store.chat import ChatStore
 from engine.store.db import Database
@@ -30,4 +31,4 @@ class SqlStore(
     """Every store operation, on SQLite or PostgreSQL. Each method is one transaction."""
 
 
-__all__ = ["Database", "NewRun", "OutboxFor", "SqlStore"]
+__all__ = ["Adopt", "Database", "NewRun", "OutboxFor", "SqlStore"]

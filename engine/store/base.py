@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import ColumnElement, Integer, bindparam, case, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    String,
+    any_,
+    bindparam,
+    case,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 
@@ -33,6 +44,17 @@ from engine.store.tables import UTCDateTime
 _IGNORING: dict[tuple[str, str, tuple[str, ...]], Any] = {}
 
 
+@dataclass(slots=True)
+class Adopt:
+    """A worker's free slot, offered to a transaction that puts a run back to work: the run is
+    claimed for ``owner`` until ``until`` in that transaction instead of queued for any
+    replica, and ``run_id`` names it once the transaction has done so."""
+
+    owner: str
+    until: datetime
+    run_id: str | None = None
+
+
 class StoreBase:
     """Holds the database; the mixins of ``SqlStore`` add the operations."""
 
@@ -48,6 +70,28 @@ class StoreBase:
                 index_elements=list(keys)
             )
         return stmt
+
+    def one_of(self, column: Any, values: Sequence[str]) -> ColumnElement[bool]:
+        """``column IN values``; on PostgreSQL ``= ANY(array)``: one bound parameter, so one
+        prepared statement and plan whatever the number of values."""
+        if self.db.is_sqlite:
+            matches: ColumnElement[bool] = column.in_(list(values))
+        else:
+            array = bindparam(None, list(values), type_=postgresql.ARRAY(String()))
+            matches = column == any_(array)
+        return matches
+
+    async def nothing_to_claim(self, probe: Any, params: Mapping[str, Any]) -> bool:
+        """On SQLite, whether a claim would find nothing (``probe``: a SELECT of the claimable
+        rows), asked with a read on the caller's thread rather than a write queued for the one
+        writer. PostgreSQL claims in one round trip: there the claim is always made."""
+        if not self.db.is_sqlite:
+            return False
+
+        def work(conn: Connection) -> bool:
+            return conn.execute(probe, params).first() is None
+
+        return await self.db.transact(work, write=False)
 
     def insert_ignore(self, table: Any) -> Any:
         """An INSERT that does nothing when a unique key already exists."""

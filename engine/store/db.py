@@ -58,7 +58,7 @@ _PG_RETRY_STATES = {"40001", "40P01", "08000", "08003", "08006", "57P01", "57P02
 class Database:
     """The engines plus the rules for running transactions on them."""
 
-    def __init__(self, url: str, *, echo: bool = False, pool_size: int = 10) -> None:
+    def __init__(self, url: str, *, echo: bool = False, pool_size: int = 16) -> None:
         self.url = url
         self.dialect = "sqlite" if url.startswith("sqlite") else "postgresql"
         self._echo = echo
@@ -80,8 +80,12 @@ class Database:
         else:
             self.sync_engine = None
             self._writer = None
+            # No pre-ping: it would cost a round trip per transaction. A connection found dead
+            # in use is invalidated and the whole transaction retried (``transact``). The pool
+            # holds enough for the workers and the requests in flight: a connection opened
+            # past it is closed again after one use, and PostgreSQL forks a backend for each.
             self._async_engine = create_async_engine(
-                url, echo=echo, pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True
+                url, echo=echo, pool_size=pool_size, max_overflow=pool_size // 2
             )
 
     @property
@@ -157,6 +161,10 @@ class Database:
         async with self.engine.connect() as conn:
             if write:
                 conn = await conn.execution_options(**{_WRITE: True})
+            elif not self.is_sqlite:
+                # Under READ COMMITTED each statement reads its own snapshot anyway: BEGIN and
+                # COMMIT around reads would cost two round trips and buy no consistency.
+                conn = await conn.execution_options(isolation_level="AUTOCOMMIT")
             try:
                 async with conn.begin():
                     result = await work(conn)

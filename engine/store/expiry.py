@@ -51,7 +51,7 @@ class ExpiryStore(StoreBase):
                     conn.execute(
                         update(tr)
                         .where(
-                            tr.c.id.in_(list(by_run.values())),
+                            self.one_of(tr.c.id, list(by_run.values())),
                             tr.c.status == TakeoverStatus.PENDING.value,
                         )
                         .values(status=TakeoverStatus.EXPIRED.value, decided_at=now)
@@ -66,7 +66,7 @@ class ExpiryStore(StoreBase):
                     conn.execute(
                         update(t.runs)
                         .where(
-                            t.runs.c.id.in_([r["run_id"] for r in rows]),
+                            self.one_of(t.runs.c.id, [r["run_id"] for r in rows]),
                             t.runs.c.status.in_(_LIVE_RUN),
                         )
                         .values(next_seq=t.runs.c.next_seq + 1, updated_at=now, status=REQUEUE)

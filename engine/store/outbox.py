@@ -38,13 +38,14 @@ class OutboxStore(StoreBase):
     ) -> list[OutboxRecord]:
         """Due messages, oldest first, claimed by ``owner`` until ``now + hold``."""
 
+        ob = t.outbox
+        due = and_(
+            ob.c.status == PENDING,
+            ob.c.next_attempt_at <= now,
+            or_(ob.c.claimed_until.is_(None), ob.c.claimed_until < now),
+        )
+
         def work(conn: Connection) -> list[OutboxRecord]:
-            ob = t.outbox
-            due = and_(
-                ob.c.status == PENDING,
-                ob.c.next_attempt_at <= now,
-                or_(ob.c.claimed_until.is_(None), ob.c.claimed_until < now),
-            )
             pick = select(ob.c.id).where(due).order_by(ob.c.id).limit(limit)
             if not self.db.is_sqlite:
                 pick = pick.with_for_update(skip_locked=True)
@@ -56,6 +57,8 @@ class OutboxStore(StoreBase):
             )
             return sorted((_record(r) for r in rows), key=lambda m: m.id)
 
+        if await self.nothing_to_claim(select(ob.c.id).where(due).limit(1), {}):
+            return []
         return await self.db.transact(work)
 
     async def mark_sent(self, message_id: int, owner: str, now: datetime) -> None:
@@ -92,6 +95,23 @@ class OutboxStore(StoreBase):
             conn.execute(update(t.outbox).where(t.outbox.c.id == message_id).values(values))
 
         await self.db.transact(work)
+
+    async def renew_claims(self, message_ids: list[int], owner: str, until: datetime) -> None:
+        """Keep ``owner``'s claim on the messages it has not finished with until ``until``."""
+
+        def work(conn: Connection) -> None:
+            conn.execute(
+                update(t.outbox)
+                .where(
+                    t.outbox.c.id.in_(message_ids),
+                    t.outbox.c.claimed_by == owner,
+                    t.outbox.c.status == PENDING,
+                )
+                .values(claimed_until=until)
+            )
+
+        if message_ids:
+            await self.db.transact(work)
 
     async def release_claims(self, message_ids: list[int], owner: str) -> None:
         def work(conn: Connection) -> None:

@@ -25,6 +25,7 @@ from engine.store.base import (
     INSERT_JOURNAL,
     INSERT_RUN,
     INSERT_TAKEOVER,
+    Adopt,
     Guard,
     StoreBase,
     append_journal,
@@ -48,6 +49,8 @@ class NewRun:
     parent_step_id: str | None = None
     idempotency_key: str | None = None
     status: RunStatus = RunStatus.QUEUED
+    adopt: Adopt | None = None
+    """A queued run created claimed (running) by this worker instead: no queue round trip."""
 
 
 _RUN = select(t.runs).where(t.runs.c.id == bindparam("run_id"))
@@ -57,17 +60,26 @@ _JOURNAL = (
 _CLAIMS: dict[bool, Any] = {}
 
 
+def _claimable() -> Any:
+    """Queued runs, and running runs whose lease ran out."""
+    return or_(
+        t.runs.c.status == RunStatus.QUEUED.value,
+        and_(
+            t.runs.c.status == RunStatus.RUNNING.value,
+            t.runs.c.lease_expires_at < bindparam("now", type_=UTCDateTime()),
+        ),
+    )
+
+
+_ANY_CLAIMABLE = select(t.runs.c.id).where(_claimable()).limit(1)
+
+
 def _claim_statement(sqlite: bool) -> Any:
-    """Queued runs, and running runs whose lease ran out, oldest first; built once per dialect
+    """The claimable runs, oldest first, claimed in one statement; built once per dialect
     (PostgreSQL skips rows another replica is claiming at the same moment)."""
     stmt = _CLAIMS.get(sqlite)
     if stmt is None:
-        now = bindparam("now", type_=UTCDateTime())
-        ready = or_(
-            t.runs.c.status == RunStatus.QUEUED.value,
-            and_(t.runs.c.status == RunStatus.RUNNING.value, t.runs.c.lease_expires_at < now),
-        )
-        pick = select(t.runs.c.id).where(ready).order_by(t.runs.c.updated_at)
+        pick = select(t.runs.c.id).where(_claimable()).order_by(t.runs.c.updated_at)
         pick = pick.limit(bindparam("limit", type_=Integer()))
         if not sqlite:
             pick = pick.with_for_update(skip_locked=True)
@@ -115,8 +127,7 @@ class RunStore(StoreBase):
                     .one()
                 )
                 return run_from_row(row), False
-            q = select(t.runs).where(t.runs.c.id == new.id)
-            return run_from_row((conn.execute(q)).mappings().one()), True
+            return run_from_row(_run_values(new, now, next_seq=0) | _NOT_ENDED), True
 
         return await self.db.transact(work)
 
@@ -181,6 +192,8 @@ class RunStore(StoreBase):
             params = {"now": now, "owner": owner, "until": now + lease, "limit": limit}
             return list(conn.execute(_claim_statement(self.db.is_sqlite), params).scalars())
 
+        if await self.nothing_to_claim(_ANY_CLAIMABLE, {"now": now}):
+            return []
         return await self.db.transact(work)
 
     async def renew_lease(self, run_id: str, owner: str, until: datetime) -> bool:
@@ -345,21 +358,8 @@ def _insert_run(
         ),
         *events,
     ]
-    values = {
-        "id": new.id,
-        "workflow": new.workflow,
-        "status": new.status.value,
-        "input": new.input,
-        "requested_by": new.requested_by,
-        "agent": new.agent,
-        "parent_run_id": new.parent_run_id,
-        "parent_step_id": new.parent_step_id,
-        "idempotency_key": new.idempotency_key,
-        "next_seq": 1 + len(started),
-        "created_at": now,
-        "updated_at": now,
-    }
-    if new.status == RunStatus.QUEUED:
+    values = _run_values(new, now, next_seq=1 + len(started))
+    if new.status == RunStatus.QUEUED and new.adopt is None:
         mark_ready(conn)
     if new.idempotency_key is not None:
         stmt = store.insert_ignore_on(t.runs, "idempotency_key")
@@ -382,6 +382,29 @@ def _insert_run(
         ],
     )
     return True
+
+
+_NOT_ENDED = {"output": None, "error": None}
+
+
+def _run_values(new: NewRun, now: datetime, *, next_seq: int) -> dict[str, Any]:
+    """The row of a new run (the ``Run`` it stands for, with ``_NOT_ENDED``)."""
+    return {
+        "id": new.id,
+        "workflow": new.workflow,
+        "status": (RunStatus.RUNNING if new.adopt else new.status).value,
+        "input": new.input,
+        "requested_by": new.requested_by,
+        "agent": new.agent,
+        "parent_run_id": new.parent_run_id,
+        "parent_step_id": new.parent_step_id,
+        "idempotency_key": new.idempotency_key,
+        "lease_owner": new.adopt.owner if new.adopt else None,
+        "lease_expires_at": new.adopt.until if new.adopt else None,
+        "next_seq": next_seq,
+        "created_at": now,
+        "updated_at": now,
+    }
 
 
 def _wake_parent(conn: Connection, parent_id: str, event: NewEvent, now: datetime) -> None:

@@ -29,6 +29,7 @@ from engine.store import tables as t
 from engine.store.base import (
     INSERT_TAKEOVER,
     REQUEUE,
+    Adopt,
     Guard,
     StoreBase,
     append_journal,
@@ -47,6 +48,7 @@ _LIVE_RUN = [s.value for s in RunStatus if s not in TERMINAL_RUN_STATUSES]
 
 _VOTES: dict[str, Any] = {}
 _GRANTS: dict[bool, Any] = {}
+_RUN_STATUS_LOCKED: dict[bool, Any] = {}
 
 
 def _grant_statement(release: bool) -> Any:
@@ -127,9 +129,11 @@ class TakeoverStore(StoreBase):
         sdp_offer: str | None = None,
         release: bool = False,
         outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
     ) -> TakeoverRequest:
         """Record ``person``'s grant. When the quorum is reached the request becomes granted
-        (and released too, with ``release``), and the run is re-queued."""
+        (and released too, with ``release``), and the run is re-queued (or claimed by
+        ``adopt``)."""
         return await self.db.transact(
             self.grant_unit(
                 request_id,
@@ -139,6 +143,7 @@ class TakeoverStore(StoreBase):
                 sdp_offer=sdp_offer,
                 release=release,
                 outbox=outbox,
+                adopt=adopt,
             )
         )
 
@@ -152,6 +157,7 @@ class TakeoverStore(StoreBase):
         sdp_offer: str | None = None,
         release: bool = False,
         outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
     ) -> Callable[[Connection], TakeoverRequest]:
         """The unit of work of ``grant``, to compose with others in one transaction."""
 
@@ -191,19 +197,11 @@ class TakeoverStore(StoreBase):
                 "final": approvals >= required,
             }
             events = [NewEvent(JournalEvent.TAKEOVER_GRANTED, step_id, grant_data)]
-            run_values: dict[str, Any] = {}
             if approvals >= required and release:
                 events += _release_events(request_id, step_id, person)
-                run_values = {"status": REQUEUE}
-                mark_ready(conn)
-            append_journal(
-                conn,
-                run_id,
-                events,
-                now,
-                guard=Guard.LIVE,
-                values=run_values,
-            )
+                self._back_to_work(conn, run_id, events, now, adopt)
+            else:
+                append_journal(conn, run_id, events, now, guard=Guard.LIVE)
             votes = (
                 [Vote(person, now, notes)]
                 if approvals == 1
@@ -224,10 +222,12 @@ class TakeoverStore(StoreBase):
         *,
         notes: str | None = None,
         outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
     ) -> TakeoverRequest:
-        """Deny a pending request; the run is re-queued to follow its deny path or fail."""
+        """Deny a pending request; the run is re-queued (or claimed by ``adopt``) to follow
+        its deny path or fail."""
         return await self.db.transact(
-            self.deny_unit(request_id, person, now, notes=notes, outbox=outbox)
+            self.deny_unit(request_id, person, now, notes=notes, outbox=outbox, adopt=adopt)
         )
 
     def deny_unit(
@@ -238,6 +238,7 @@ class TakeoverStore(StoreBase):
         *,
         notes: str | None = None,
         outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
     ) -> Callable[[Connection], TakeoverRequest]:
         """The unit of work of ``deny``, to compose with others in one transaction."""
 
@@ -270,15 +271,7 @@ class TakeoverStore(StoreBase):
                 step_id,
                 {"requestId": request_id, "by": person, "notes": notes},
             )
-            append_journal(
-                conn,
-                run_id,
-                [event],
-                now,
-                guard=Guard.LIVE,
-                values={"status": REQUEUE},
-            )
-            mark_ready(conn)
+            self._back_to_work(conn, run_id, [event], now, adopt)
             after = _with_votes(conn, row)
             if outbox is not None:
                 insert_outbox(conn, self, outbox(after), now)
@@ -293,9 +286,13 @@ class TakeoverStore(StoreBase):
         now: datetime,
         *,
         outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
     ) -> TakeoverRequest:
-        """Hand a granted request back: the run is re-queued and resumes at the approval."""
-        return await self.db.transact(self.release_unit(request_id, person, now, outbox=outbox))
+        """Hand a granted request back: the run is re-queued (or claimed by ``adopt``) and
+        resumes at the approval."""
+        return await self.db.transact(
+            self.release_unit(request_id, person, now, outbox=outbox, adopt=adopt)
+        )
 
     def release_unit(
         self,
@@ -304,6 +301,7 @@ class TakeoverStore(StoreBase):
         now: datetime,
         *,
         outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
     ) -> Callable[[Connection], TakeoverRequest]:
         """The unit of work of ``release``, to compose with others in one transaction."""
 
@@ -329,21 +327,52 @@ class TakeoverStore(StoreBase):
                     request_id=request_id,
                 )
             run_id, step_id = row["run_id"], row["step_id"]
-            append_journal(
-                conn,
-                run_id,
-                _release_events(request_id, step_id, person),
-                now,
-                guard=Guard.LIVE,
-                values={"status": REQUEUE},
-            )
-            mark_ready(conn)
+            events = _release_events(request_id, step_id, person)
+            self._back_to_work(conn, run_id, events, now, adopt)
             after = _with_votes(conn, row)
             if outbox is not None:
                 insert_outbox(conn, self, outbox(after), now)
             return after
 
         return work
+
+    def _back_to_work(
+        self,
+        conn: Connection,
+        run_id: str,
+        events: Sequence[NewEvent],
+        now: datetime,
+        adopt: Adopt | None,
+    ) -> None:
+        """Append a decision's events and put its run back to work: a parked run is claimed
+        for ``adopt``'s worker when one is offered, else queued for any replica. A run that
+        has not parked yet (a manual takeover decided ahead of time) keeps its status."""
+        values: dict[str, Any] = {"status": REQUEUE}
+        adopted = adopt is not None and self._parked(conn, run_id)
+        if adopt is not None:
+            adopt.run_id = None
+            if adopted:
+                values = {
+                    "status": RunStatus.RUNNING.value,
+                    "lease_owner": adopt.owner,
+                    "lease_expires_at": adopt.until,
+                }
+        append_journal(conn, run_id, events, now, guard=Guard.LIVE, values=values)
+        if adopted:
+            assert adopt is not None
+            adopt.run_id = run_id
+        else:
+            mark_ready(conn)
+
+    def _parked(self, conn: Connection, run_id: str) -> bool:
+        """Whether the run waits; on PostgreSQL its row stays locked until the commit."""
+        sqlite = self.db.is_sqlite
+        stmt = _RUN_STATUS_LOCKED.get(sqlite)
+        if stmt is None:
+            stmt = select(t.runs.c.status).where(t.runs.c.id == bindparam("run_id"))
+            stmt = _RUN_STATUS_LOCKED[sqlite] = stmt if sqlite else stmt.with_for_update()
+        status = conn.execute(stmt, {"run_id": run_id}).scalar_one_or_none()
+        return bool(status == RunStatus.WAITING.value)
 
     async def record_sdp_answer(self, request_id: str, answer: str) -> TakeoverRequest:
         def work(conn: Connection) -> TakeoverRequest:

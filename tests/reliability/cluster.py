@@ -162,6 +162,16 @@ class Cluster:
             )
             return list(rows)
 
+    async def slack_cards(self) -> dict[str, tuple[str, str]]:
+        """request id -> (Slack channel id, ts) of its posted card."""
+        cm = t.chat_messages.c
+        async with self.db.connect() as conn:
+            rows = await conn.execute(
+                select(cm.request_id, cm.channel, cm.message_ref)
+                .where(cm.kind == "card", cm.platform == "slack")
+            )
+            return {r.request_id: (r.channel.split(":", 1)[1], r.message_ref) for r in rows}
+
     async def wait_until(self, what: str, check: Any, timeout: float) -> Any:
         """Poll ``await check()`` until it returns something truthy, at most ``timeout`` s."""
         loop = asyncio.get_running_loop()

@@ -8,29 +8,23 @@ times likewise: side effects divided by approvals is exactly 1.000 again.
 from __future__ import annotations
 
 import asyncio
-import json
-import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
-from urllib.parse import urlencode
 
 import aiohttp
 import pytest
-from sqlalchemy import select
 
 from engine.model import Role
-from engine.store import tables as t
 from tests.fakes.slack import FakeSlack
 from tests.fakes.teams import FakeConnector
-from tests.integration.slack.harness import SECRET, signed_headers
+from tests.integration.slack.harness import SECRET, block_actions, signed_headers
 from tests.integration.teams.teamsharness import Teams
 from tests.reliability.cluster import TERMINAL, Cluster, size, start_runs
 
 CHANNELS = 8  # Slack paces each channel to about a message a second
 SLACK_COPIES = 4
 TEAMS_COPIES = 3
-TEAM = "T0SIGNOFF"
 BOB = "U0BOB0001"
 
 
@@ -54,24 +48,6 @@ admins: [alice]
 slack: {{botToken: '{slack.token}', signingSecret: '{SECRET}', apiBaseUrl: '{slack.api_url}'}}
 workflows:
 {flows}"""
-
-
-def click_body(request_id: str, channel: str, ts: str, response_url: str) -> str:
-    payload = {
-        "type": "block_actions",
-        "team": {"id": TEAM, "domain": "signoff-test"},
-        "user": {"id": BOB, "username": "bob", "team_id": TEAM},
-        "api_app_id": "A0SIGNOFF",
-        "token": "unused-verification-token",
-        "trigger_id": f"trigger-{request_id}",
-        "container": {"type": "message", "message_ts": ts, "channel_id": channel,
-                      "is_ephemeral": False},
-        "channel": {"id": channel, "name": "approvals"},
-        "response_url": response_url,
-        "actions": [{"type": "button", "action_id": "signoff_grant", "block_id": "actions",
-                     "value": request_id, "action_ts": f"{time.time():.6f}"}],
-    }
-    return urlencode({"payload": json.dumps(payload)})
 
 
 @pytest.fixture
@@ -104,19 +80,17 @@ async def test_each_slack_click_four_times_one_side_effect(
         )
 
         async def cards_posted() -> dict[str, tuple[str, str]] | None:
-            cm = t.chat_messages.c
-            async with cluster.db.connect() as conn:
-                rows = list(await conn.execute(
-                    select(cm.request_id, cm.channel, cm.message_ref).where(cm.kind == "card")
-                ))
-            cards = {r.request_id: (r.channel.split(":", 1)[1], r.message_ref) for r in rows}
+            cards = await cluster.slack_cards()
             return cards if len(cards) == n else None
 
         cards = await cluster.wait_until("every card to be posted", cards_posted, 60 + n)
 
         async def deliver(request_id: str, copy: int) -> int:
             channel, ts = cards[request_id]
-            body = click_body(request_id, channel, ts, slack.response_url(request_id))
+            body = block_actions(
+                BOB, "signoff_grant", request_id, channel=channel, message_ts=ts,
+                response_url=slack.response_url(request_id), trigger_id=f"trigger-{request_id}",
+            )
             server = cluster.servers[copy % len(cluster.servers)]
             async with http.post(server.base + "/slack/events", data=body,
                                  headers=signed_headers(body)) as resp:

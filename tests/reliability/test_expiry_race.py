@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import sys
 import time
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -25,7 +24,7 @@ from sqlalchemy import select
 from engine.model import Role
 from engine.store import tables as t
 from tests.reliability.cluster import TERMINAL, Cluster, size, start_runs
-from tests.support.process import ROOT, Server, child_env
+from tests.support.process import Server
 
 SKEWS = (0, 600, -600)  # seconds, per replica
 WINDOW_MS = 60  # grants land in expiresAt +- this
@@ -47,46 +46,15 @@ workflows:
 """
 
 
-class SkewedServer(Server):
-    """``signoff serve`` whose local clock is ``skew`` seconds off."""
-
-    def __init__(self, config: Path, port: int, log: Path, skew: int) -> None:
-        super().__init__(config, port, log)
-        self.skew = skew
-
-    async def start(self, *, ready_path: str = "/readyz") -> None:
-        env = child_env(SIGNOFF_CLOCK_SKEW_SECONDS=str(self.skew)) if self.skew else child_env()
-        with self.log.open("ab") as out:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bot.cli", "serve", "--config", str(self.config),
-                cwd=ROOT, env=env, stdout=out, stderr=out,
-            )
-        proc = self.proc
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 30
-        async with aiohttp.ClientSession() as http:
-            while True:
-                assert proc.returncode is None, self.log.read_text()
-                try:
-                    async with http.get(self.base + ready_path) as resp:
-                        if resp.status == 200:
-                            return
-                except aiohttp.ClientError:
-                    pass
-                assert loop.time() < deadline, "server did not start:\n" + self.log.read_text()
-                await asyncio.sleep(0.1)
-
-
 @pytest.fixture
 async def cluster(migrated_postgres_url: str, tmp_path: Path) -> AsyncIterator[Cluster]:
     c = Cluster(tmp_path, migrated_postgres_url, CONFIG, replicas=len(SKEWS),
                 server="{workers: 8, leaseSeconds: 30, pollSeconds: 0.2}")
     try:
         await c.setup()
-        c.servers = [
-            SkewedServer(s.config, int(s.base.rsplit(":", 1)[1]), s.log, skew)
-            for s, skew in zip(c.servers, SKEWS, strict=True)
-        ]
+        for server, skew in zip(c.servers, SKEWS, strict=True):
+            if skew:
+                server.env["SIGNOFF_CLOCK_SKEW_SECONDS"] = str(skew)
         await c.create_tokens([("agent", Role.AGENT, None), ("bob", Role.APPROVER, "bob")])
         await c.start()
         yield c

@@ -51,19 +51,22 @@ async def cli(config: Path, *args: str) -> str:
 
 
 class Server:
-    """``signoff serve`` as a child process."""
+    """``signoff serve`` as a child process; ``env``: extra environment variables for it."""
 
-    def __init__(self, config: Path, port: int, log: Path) -> None:
+    def __init__(
+        self, config: Path, port: int, log: Path, env: dict[str, str] | None = None
+    ) -> None:
         self.config = config
         self.base = f"http://127.0.0.1:{port}"
         self.log = log
+        self.env = dict(env or {})
         self.proc: asyncio.subprocess.Process | None = None
 
     async def start(self, *, ready_path: str = "/readyz") -> None:
         with self.log.open("ab") as out:
             self.proc = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", "bot.cli", "serve", "--config", str(self.config),
-                cwd=ROOT, env=child_env(), stdout=out, stderr=out,
+                cwd=ROOT, env=child_env(**self.env), stdout=out, stderr=out,
             )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + STARTUP_TIMEOUT

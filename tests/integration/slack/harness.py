@@ -61,6 +61,46 @@ def slack_config(slack: FakeSlack, secret: str = SECRET) -> str:
     )
 
 
+def block_actions(
+    user: str,
+    action_id: str,
+    value: str,
+    *,
+    channel: str,
+    message_ts: str,
+    response_url: str,
+    trigger_id: str,
+) -> str:
+    """A click on a card button in ``channel`` (a ``block_actions`` payload), form-encoded as
+    Slack posts it; sign it with ``signed_headers``."""
+    payload = {
+        "type": "block_actions",
+        "team": {"id": TEAM, "domain": "signoff-test"},
+        "user": {"id": user, "username": user.lower(), "team_id": TEAM},
+        "api_app_id": "A0SIGNOFF",
+        "token": "unused-verification-token",
+        "trigger_id": trigger_id,
+        "container": {
+            "type": "message",
+            "message_ts": message_ts,
+            "channel_id": channel,
+            "is_ephemeral": False,
+        },
+        "channel": {"id": channel, "name": "approvals"},
+        "response_url": response_url,
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": "actions",
+                "value": value,
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+    return urlencode({"payload": json.dumps(payload)})
+
+
 @dataclass
 class SlackHarness:
     api: Api
@@ -89,32 +129,11 @@ class SlackHarness:
     ) -> tuple[str, str]:
         """A ``block_actions`` payload as Slack sends it; returns (body, response key)."""
         key = str(response_key if response_key is not None else next(self.responses))
-        payload = {
-            "type": "block_actions",
-            "team": {"id": TEAM, "domain": "signoff-test"},
-            "user": {"id": user, "username": user.lower(), "team_id": TEAM},
-            "api_app_id": "A0SIGNOFF",
-            "token": "unused-verification-token",
-            "trigger_id": f"trigger-{key}",
-            "container": {
-                "type": "message",
-                "message_ts": message_ts,
-                "channel_id": CHANNEL,
-                "is_ephemeral": False,
-            },
-            "channel": {"id": CHANNEL, "name": "approvals"},
-            "response_url": self.slack.response_url(key),
-            "actions": [
-                {
-                    "type": "button",
-                    "action_id": action_id,
-                    "block_id": "actions",
-                    "value": value,
-                    "action_ts": f"{time.time():.6f}",
-                }
-            ],
-        }
-        return urlencode({"payload": json.dumps(payload)}), key
+        body = block_actions(
+            user, action_id, value, channel=CHANNEL, message_ts=message_ts,
+            response_url=self.slack.response_url(key), trigger_id=f"trigger-{key}",
+        )
+        return body, key
 
     async def click(self, user: str, action_id: str, value: str, **kw: Any) -> tuple[int, str]:
         """Click a button; returns (HTTP status, response key of this click)."""

@@ -1,0 +1,120 @@
+"""A run put back to work by this process (a new run, a decision) is claimed for one of its
+free worker slots in the same transaction and advanced here at once: no queue round trip, no
+claim. Without a free slot it is queued as before, and a run that has not parked keeps its
+status and lease (no second worker ever advances it)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from engine.model import Role, RunStatus
+from engine.runtime import Engine
+from engine.store import Adopt, NewRun
+from tests.support.engines import AGENT, make_engine, person, wait_status
+
+FLOW = """
+flow:
+  nodes:
+    - {id: approve, type: approval, channels: [web]}
+    - {id: act, type: connector, connector: demo-ledger, action: note, args: {text: hi}}
+"""
+# Polling set to a minute: only a claim made at once (or a wake-up) could move a queued run.
+SLOW_POLL = "{workers: 4, leaseSeconds: 30, pollSeconds: 60}"
+
+
+def count_claims(engine: Engine) -> list[int]:
+    """The sizes of the non-empty claims the engine's workers make from now on."""
+    sizes: list[int] = []
+    claim = engine.store.claim_runs
+
+    async def counted(*args: Any, **kwargs: Any) -> list[str]:
+        ids = await claim(*args, **kwargs)
+        if ids:
+            sizes.append(len(ids))
+        return ids
+
+    engine.store.claim_runs = counted  # type: ignore[method-assign]
+    return sizes
+
+
+async def test_new_run_and_decision_are_advanced_here_without_a_claim(
+    migrated_db_url: str,
+) -> None:
+    engine = make_engine(migrated_db_url, FLOW, server=SLOW_POLL)
+    claims = count_claims(engine)
+    await engine.start()
+    try:
+        run, _ = await engine.start_run("flow", {}, AGENT)
+        await wait_status(engine, run.id, RunStatus.WAITING)
+        (request,) = await engine.store.list_takeovers(run_id=run.id)
+        await engine.approvals.grant(request.id, person("bob"), release=True)
+        await wait_status(engine, run.id, RunStatus.COMPLETED)
+        events = [e.event.value for e in await engine.store.journal(run.id)]
+    finally:
+        await engine.stop()
+    assert claims == []
+    assert events.count("step_completed") == 2 and events[-1] == "run_completed"
+
+
+async def test_without_a_free_slot_the_decision_queues_the_run(migrated_db_url: str) -> None:
+    front = make_engine(migrated_db_url, FLOW, server=SLOW_POLL)  # runs no workers: no slot
+    run, _ = await front.start_run("flow", {}, AGENT)
+    assert run.status == RunStatus.QUEUED and run.lease_owner is None
+    back = make_engine(migrated_db_url, FLOW, server=SLOW_POLL, name="back")
+    claims = count_claims(back)
+    await back.start()  # claims the queued run at start
+    try:
+        await wait_status(back, run.id, RunStatus.WAITING)
+        (request,) = await front.store.list_takeovers(run_id=run.id)
+        await front.approvals.grant(request.id, person("bob"), release=True)
+        assert (await front.store.get_run(run.id)).status == RunStatus.QUEUED
+        back.wake()  # what the notification does on PostgreSQL
+        await wait_status(back, run.id, RunStatus.COMPLETED)
+    finally:
+        await back.stop()
+        await front.stop()
+    assert claims == [1, 1]
+
+
+async def test_a_run_that_has_not_parked_keeps_its_worker(migrated_db_url: str) -> None:
+    """A manual takeover released before the run reached it: the run is not claimed again for
+    the deciding process while another worker holds it."""
+    engine = make_engine(migrated_db_url, FLOW)
+    now = engine.clock.now()
+    held = Adopt("other-worker", now + timedelta(seconds=30))
+    await engine.store.create_run(
+        NewRun(id="r-held", workflow="flow", input={}, adopt=held), now
+    )
+    admin = person("ann", Role.ADMIN)
+    request = await engine.approvals.request("r-held", admin, reason="look first")
+    await engine.approvals.grant(request.id, admin)
+    offer = Adopt("this-worker", now + timedelta(seconds=30), run_id="stale")
+    await engine.store.release(request.id, "ann", now, adopt=offer)
+    run = await engine.store.get_run("r-held")
+    await engine.stop()
+    assert offer.run_id is None
+    assert (run.status, run.lease_owner) == (RunStatus.RUNNING, "other-worker")
+
+
+@pytest.mark.parametrize("verb", ["deny", "release"])
+async def test_deny_and_release_resume_here_too(migrated_db_url: str, verb: str) -> None:
+    flow = FLOW.replace("channels: [web]}", "channels: [web], onDeny: act}")
+    engine = make_engine(migrated_db_url, flow, server=SLOW_POLL)
+    claims = count_claims(engine)
+    await engine.start()
+    try:
+        run, _ = await engine.start_run("flow", {}, AGENT)
+        await wait_status(engine, run.id, RunStatus.WAITING)
+        (request,) = await engine.store.list_takeovers(run_id=run.id)
+        if verb == "deny":
+            await engine.approvals.deny(request.id, person("bob"), notes="no")
+        else:
+            await engine.approvals.grant(request.id, person("bob"))
+            await engine.approvals.release(request.id, person("bob"))
+        await wait_status(engine, run.id, RunStatus.COMPLETED)
+    finally:
+        await engine.stop()
+    assert claims == []
