@@ -240,25 +240,46 @@ class _Writer:
             self._commit(group)
 
     def _commit(self, group: list[_Job]) -> None:
-        outcomes: list[tuple[bool, Any]] = []
         try:
-            with self._engine.connect() as conn:
-                conn = conn.execution_options(**{_WRITE: True})
-                with conn.begin():
-                    if len(group) == 1:
-                        outcomes.append((True, group[0].work(conn)))
-                    else:
-                        for job in group:
-                            try:
-                                with conn.begin_nested():
-                                    outcomes.append((True, job.work(conn)))
-                            except Exception as exc:  # this unit alone is rolled back
-                                outcomes.append((False, exc))
-                conn.info.pop(_READY, None)
-        except Exception as exc:  # BEGIN or COMMIT failed: nothing of the group was applied
+            try:
+                outcomes = self._apply(group, savepoints=False)
+            except _UnitFailed:
+                # Units are safe to run again: the group is redone with a savepoint per unit,
+                # so the failed one is rolled back alone and the others still commit.
+                outcomes = self._apply(group, savepoints=True)
+        except Exception as exc:  # a lone unit failed, or BEGIN or COMMIT did: nothing applied
             outcomes = [(False, exc)] * len(group)
         for job, (ok, value) in zip(group, outcomes, strict=True):
             job.loop.call_soon_threadsafe(_settle, job.future, ok, value)
+
+    def _apply(self, group: list[_Job], *, savepoints: bool) -> list[tuple[bool, Any]]:
+        """Run the group's units in one transaction and commit it. Without ``savepoints`` a
+        failing unit rolls the whole group back (``_UnitFailed``, or its own error when it is
+        alone): savepoints cost more on every group than redoing the rare failing one."""
+        outcomes: list[tuple[bool, Any]] = []
+        with self._engine.connect() as conn:
+            conn = conn.execution_options(**{_WRITE: True})
+            with conn.begin():
+                for job in group:
+                    if not savepoints:
+                        try:
+                            outcomes.append((True, job.work(conn)))
+                        except Exception as exc:
+                            if len(group) == 1:
+                                raise
+                            raise _UnitFailed() from exc
+                        continue
+                    try:
+                        with conn.begin_nested():
+                            outcomes.append((True, job.work(conn)))
+                    except Exception as exc:  # this unit alone is rolled back
+                        outcomes.append((False, exc))
+            conn.info.pop(_READY, None)
+        return outcomes
+
+
+class _UnitFailed(Exception):
+    """A unit of a group run without savepoints failed: the group is redone with them."""
 
 
 @dataclass(slots=True)
