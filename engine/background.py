@@ -4,7 +4,20 @@ the engine, cancelled when it stops."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
+from typing import Any
+
+
+async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
+    """Cancel ``task`` and wait until it has ended. A cancellation of the caller that arrives
+    meanwhile is passed on, not swallowed with the task's own: ``suppress(CancelledError)``
+    around the wait would swallow both, and the caller would go on running."""
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise
 
 
 class BackgroundLoop:
@@ -21,7 +34,5 @@ class BackgroundLoop:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from engine.background import BackgroundLoop
+from engine.background import BackgroundLoop, cancel_and_wait
 from engine.errors import SignoffError
 from engine.model import OutboxRecord
 from engine.ports import Clock
@@ -121,9 +121,7 @@ class Dispatcher(BackgroundLoop):
                 *(self._channel(ch, msgs, claim) for ch, msgs in by_channel.items())
             )
         finally:
-            renewal.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await renewal
+            await cancel_and_wait(renewal)
         return len(claimed)
 
     async def _renew(self, claim: _Claim) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from engine import crashpoints, reminders
-from engine.background import BackgroundLoop
+from engine.background import BackgroundLoop, cancel_and_wait
 from engine.errors import SignoffError
 from engine.interpreter import Interpreter
 from engine.ports import Clock
@@ -92,9 +92,7 @@ class Workers:
         self._stopping = True
         self._wakeup.set()
         if self._loop_task is not None:
-            self._loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
+            await cancel_and_wait(self._loop_task)
         if self._active:
             _, still = await asyncio.wait(self._active, timeout=grace_seconds)
             for task in still:
@@ -153,9 +151,7 @@ class Workers:
         except Exception:
             log.exception("run %s: unexpected error (the lease will hand it on)", run_id)
         finally:
-            heartbeat.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await heartbeat
+            await cancel_and_wait(heartbeat)
 
     async def _heartbeat(self, run_id: str) -> None:
         interval = max(self.lease.total_seconds() / 3, 0.05)

@@ -15,7 +15,6 @@ logged as a warning at start.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -26,6 +25,7 @@ from bot.teams.adapter import BadActivity, NotAuthenticated, TeamsAdapter
 from bot.teams.handlers import TeamsHandlers
 from bot.teams.pacing import Pacing
 from bot.teams.sink import TeamsSink
+from engine.background import cancel_and_wait
 from engine.runtime import Engine
 
 log = logging.getLogger(__name__)
@@ -64,9 +64,7 @@ def install(app: web.Application, engine: Engine) -> None:
         task = asyncio.create_task(_refresh_keys(adapter)) if adapter.authenticated else None
         yield
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+            await cancel_and_wait(task)
 
     app.router.add_post(ROUTE, messages)
     app.cleanup_ctx.append(refresh_keys)

@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy.engine import make_url
 
+from engine.background import cancel_and_wait
 from engine.store.db import READY_CHANNEL
 
 log = logging.getLogger(__name__)
@@ -36,9 +37,7 @@ class PgListener:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
 
     async def _run(self) -> None:
         import asyncpg  # only the PostgreSQL deployment needs it loaded

@@ -1,0 +1,52 @@
+"""``cancel_and_wait``: cancelling a helper task from a task that is itself being cancelled
+must not swallow the outer cancellation (the outbox dispatcher once kept running after
+``stop`` because its heartbeat's CancelledError was suppressed together with its own)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from engine.background import cancel_and_wait
+
+
+async def _worker(cleanup: str) -> None:
+    helper = asyncio.create_task(asyncio.sleep(3600))
+    try:
+        await asyncio.sleep(3600)
+    finally:
+        if cleanup == "suppress":
+            helper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await helper
+        else:
+            await cancel_and_wait(helper)
+        await asyncio.sleep(3600)  # only reached when the outer cancellation was swallowed
+
+
+async def _stops(cleanup: str) -> bool:
+    task = asyncio.create_task(_worker(cleanup))
+    await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.sleep(0)  # the cancellation reaches the worker while it waits for the helper
+    task.cancel()  # and once more, as a second stop() would
+    done, _ = await asyncio.wait([task], timeout=0.5)
+    if not done:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    return bool(done) and task.cancelled()
+
+
+async def test_the_callers_cancellation_is_passed_on() -> None:
+    assert await _stops("cancel_and_wait")
+
+
+async def test_a_helper_that_ends_by_itself_is_just_waited_for() -> None:
+    async def quick() -> None:
+        await asyncio.sleep(0)
+
+    task = asyncio.create_task(quick())
+    await asyncio.sleep(0.01)
+    await cancel_and_wait(task)  # already done: nothing raised
+    assert task.done()
