@@ -46,7 +46,13 @@ async def readyz(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok", "revision": current})
 
 
-@routes.get("/metrics", summary="Prometheus metrics", roles=None, responses={200: "metrics"})
+@routes.get(
+    "/metrics",
+    summary="Prometheus metrics",
+    roles=None,
+    responses={200: "metrics (Prometheus text format)"},
+    media_type="text/plain",
+)
 async def metrics(request: web.Request) -> web.Response:
     await observe_engine(request.app[ENGINE])
     return web.Response(

@@ -8,6 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from bot.api.routing import ROUTES, Route, RouteTable
+from bot.api.views import SCHEMAS
 
 routes = RouteTable("meta")
 
@@ -26,7 +27,8 @@ def document(all_routes: list[Route]) -> dict[str, Any]:
             "operationId": f"{route.method.lower()}_{route.handler.__name__}",
             "tags": [route.tag],
             "responses": {
-                str(code): _response(code, text) for code, text in sorted(route.responses.items())
+                str(code): _response(code, text, route)
+                for code, text in sorted(route.responses.items())
             },
         }
         params = [
@@ -48,7 +50,7 @@ def document(all_routes: list[Route]) -> dict[str, Any]:
             op["security"] = [{"bearer": []}]
         paths.setdefault(route.path, {})[route.method.lower()] = op
     return {
-        "openapi": "3.0.3",
+        "openapi": "3.1.0",
         "info": {
             "title": "Signoff",
             "version": "1",
@@ -57,16 +59,21 @@ def document(all_routes: list[Route]) -> dict[str, Any]:
         "paths": paths,
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {"Error": ERROR_SCHEMA},
+            "schemas": {"Error": ERROR_SCHEMA, **SCHEMAS},
         },
     }
 
 
-def _response(code: int, text: str) -> dict[str, Any]:
-    schema: dict[str, Any] = (
-        {"$ref": "#/components/schemas/Error"} if code >= 400 else {"type": "object"}
-    )
-    return {"description": text, "content": {"application/json": {"schema": schema}}}
+def _response(code: int, text: str, route: Route) -> dict[str, Any]:
+    media_type = route.media_type
+    schema: dict[str, Any]
+    if code >= 400:
+        media_type, schema = "application/json", {"$ref": "#/components/schemas/Error"}
+    elif media_type != "application/json":
+        schema = {"type": "string"}
+    else:
+        schema = route.result or {"type": "object"}
+    return {"description": text, "content": {media_type: {"schema": schema}}}
 
 
 @routes.get("/openapi.json", summary="This document", roles=None, responses={200: "OpenAPI 3"})

@@ -26,6 +26,8 @@ class Route:
     responses: dict[int, str] = field(default_factory=dict)
     query: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> schema
     tag: str = "api"
+    media_type: str = "application/json"  # of the success responses; errors are always JSON
+    result: dict[str, Any] | None = None  # JSON Schema of a success body (None: any object)
 
 
 class RouteTable:
@@ -43,6 +45,8 @@ class RouteTable:
         body: dict[str, Any] | None = None,
         responses: dict[int, str] | None = None,
         query: dict[str, dict[str, Any]] | None = None,
+        media_type: str = "application/json",
+        result: dict[str, Any] | None = None,
     ) -> Callable[[Handler], Handler]:
         def register(handler: Handler) -> Handler:
             self.routes.append(
@@ -56,6 +60,8 @@ class RouteTable:
                     responses=responses or {200: "OK"},
                     query=query or {},
                     tag=self.tag,
+                    media_type=media_type,
+                    result=result,
                 )
             )
             return handler

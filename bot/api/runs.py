@@ -9,7 +9,7 @@ from aiohttp import web
 from bot.api.auth import principal
 from bot.api.bodies import query_int, read_body
 from bot.api.routing import NOTES, STR, RouteTable, obj
-from bot.api.views import journal_json, run_json, takeover_json
+from bot.api.views import journal_json, list_of, ref, run_json, takeover_json
 from bot.keys import CONFIG, ENGINE
 from engine.errors import NotFound
 from engine.model import Role, RunStatus, TakeoverRequest
@@ -52,6 +52,7 @@ def _public_url(request: web.Request) -> str:
         403: "wrong role",
         404: "no such workflow",
     },
+    result=ref("Run"),
 )
 async def start_run(request: web.Request) -> web.Response:
     body = await read_body(request)
@@ -75,6 +76,7 @@ async def start_run(request: web.Request) -> web.Response:
         "limit": {"type": "integer", "minimum": 1, "maximum": 1000},
     },
     responses={200: "runs", 400: "bad query", 401: "no or bad token"},
+    result=list_of("runs", "Run"),
 )
 async def list_runs(request: web.Request) -> web.Response:
     status_raw = request.query.get("status")
@@ -96,7 +98,13 @@ async def list_runs(request: web.Request) -> web.Response:
     return web.json_response({"runs": [run_json(r) for r in runs]})
 
 
-@routes.get("/v1/runs/{id}", summary="One run", roles=ANY, responses={200: "run", **_RUN_RESPONSES})
+@routes.get(
+    "/v1/runs/{id}",
+    summary="One run",
+    roles=ANY,
+    responses={200: "run", **_RUN_RESPONSES},
+    result=ref("Run"),
+)
 async def get_run(request: web.Request) -> web.Response:
     run = await _engine(request).store.get_run(request.match_info["id"])
     return web.json_response(run_json(run))
@@ -107,6 +115,7 @@ async def get_run(request: web.Request) -> web.Response:
     summary="The run's journal, in order",
     roles=ANY,
     responses={200: "journal", **_RUN_RESPONSES},
+    result=list_of("events", "JournalEntry", runId={"type": "string"}),
 )
 async def get_journal(request: web.Request) -> web.Response:
     engine = _engine(request)
@@ -120,6 +129,7 @@ async def get_journal(request: web.Request) -> web.Response:
     summary="Cancel a run, its open takeover requests and its unfinished child runs",
     roles=ADMIN,
     responses={200: "cancelled", 409: "the run has already ended", **_RUN_RESPONSES},
+    result=ref("Run"),
 )
 async def cancel_run(request: web.Request) -> web.Response:
     engine = _engine(request)
@@ -165,6 +175,7 @@ def _tk(request: web.Request, found: TakeoverRequest, status: int = 200) -> web.
         ("reason",),
     ),
     responses={201: "request created", **_TK_RESPONSES},
+    result=ref("TakeoverRequest"),
 )
 async def request_takeover(request: web.Request) -> web.Response:
     body = await read_body(request)
@@ -186,6 +197,7 @@ async def request_takeover(request: web.Request) -> web.Response:
     summary="The run's takeover requests",
     roles=ANY,
     responses={200: "requests", **_RUN_RESPONSES},
+    result=list_of("requests", "TakeoverRequest"),
 )
 async def list_takeovers(request: web.Request) -> web.Response:
     engine = _engine(request)
@@ -207,6 +219,7 @@ async def list_takeovers(request: web.Request) -> web.Response:
         }
     ),
     responses={200: "granted", **_TK_RESPONSES},
+    result=ref("TakeoverRequest"),
 )
 async def grant(request: web.Request) -> web.Response:
     body = await read_body(request)
@@ -227,6 +240,7 @@ async def grant(request: web.Request) -> web.Response:
     roles=DECIDERS,
     body=obj({"notes": NOTES}),
     responses={200: "denied", **_TK_RESPONSES},
+    result=ref("TakeoverRequest"),
 )
 async def deny(request: web.Request) -> web.Response:
     body = await read_body(request)
@@ -243,6 +257,7 @@ async def deny(request: web.Request) -> web.Response:
     roles=DECIDERS,
     body=obj({"sdpAnswer": {"type": "string", "minLength": 1, "maxLength": 65536}}, ("sdpAnswer",)),
     responses={200: "stored", **_TK_RESPONSES},
+    result=ref("TakeoverRequest"),
 )
 async def answer(request: web.Request) -> web.Response:
     body = await read_body(request)
@@ -257,6 +272,7 @@ async def answer(request: web.Request) -> web.Response:
     roles=DECIDERS,
     body=obj({}),
     responses={200: "released", **_TK_RESPONSES},
+    result=ref("TakeoverRequest"),
 )
 async def release(request: web.Request) -> web.Response:
     await read_body(request)
@@ -325,7 +341,7 @@ async def list_workflows(request: web.Request) -> web.Response:
     summary="The demo ledger: every demo-ledger call (action, args, idempotency key, time)",
     roles=ADMIN,
     query={"runId": STR, "limit": {"type": "integer", "minimum": 1, "maximum": 10000}},
-    responses={200: "entries", 401: "no or bad token", 403: "wrong role"},
+    responses={200: "entries", 400: "bad query", 401: "no or bad token", 403: "wrong role"},
 )
 async def ledger(request: web.Request) -> web.Response:
     rows = await _engine(request).store.ledger(

@@ -1,11 +1,22 @@
-"""How engine records look in the API: camelCase JSON."""
+"""How engine records look in the API: camelCase JSON, and the JSON Schema of each shape
+(``SCHEMAS``, published in ``/openapi.json`` under ``components.schemas``)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from engine.model import JournalEntry, Run, TakeoverRequest
+from bot.api.routing import obj
+from engine.model import (
+    JournalEntry,
+    JournalEvent,
+    Run,
+    RunStatus,
+    TakeoverKind,
+    TakeoverRequest,
+    TakeoverStatus,
+    TimeoutBehavior,
+)
 
 
 def iso(value: datetime | None) -> str | None:
@@ -72,3 +83,85 @@ def journal_json(entry: JournalEntry) -> dict[str, Any]:
         "data": entry.data,
         "at": iso(entry.at),
     }
+
+
+# -- the shapes above as JSON Schema ---------------------------------------------------------
+
+_STR = {"type": "string"}
+_TEXT = {"type": ["string", "null"]}
+_TIME = {"type": "string", "format": "date-time"}
+_MAYBE_TIME = {"type": ["string", "null"], "format": "date-time"}
+_STRINGS = {"type": "array", "items": _STR}
+
+
+def _enum(values: type[Any]) -> dict[str, Any]:
+    return {"type": "string", "enum": [v.value for v in values]}
+
+
+def _record(properties: dict[str, Any]) -> dict[str, Any]:
+    """An object with exactly ``properties``, every one always present."""
+    return obj(properties, tuple(properties))
+
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "Run": _record({
+        "id": _STR,
+        "workflow": _STR,
+        "status": _enum(RunStatus),
+        "input": {"type": "object"},
+        "output": {},
+        "error": _TEXT,
+        "requestedBy": _TEXT,
+        "agent": _TEXT,
+        "parentRunId": _TEXT,
+        "parentStepId": _TEXT,
+        "idempotencyKey": _TEXT,
+        "createdAt": _TIME,
+        "updatedAt": _TIME,
+    }),
+    "TakeoverRequest": _record({
+        "id": _STR,
+        "runId": _STR,
+        "stepId": _TEXT,
+        "kind": _enum(TakeoverKind),
+        "status": _enum(TakeoverStatus),
+        "reason": _STR,
+        "approvers": _STRINGS,
+        "approvalsRequired": {"type": "integer", "minimum": 1},
+        "approvals": {"type": "array", "items": _record(
+            {"person": _STR, "at": _TIME, "notes": _TEXT}
+        )},
+        "allowSelfApproval": {"type": "boolean"},
+        "timeoutBehavior": _enum(TimeoutBehavior),
+        "channels": _STRINGS,
+        "details": {"type": "object"},
+        "decidedBy": _TEXT,
+        "decidedAt": _MAYBE_TIME,
+        "notes": _TEXT,
+        "releasedBy": _TEXT,
+        "releasedAt": _MAYBE_TIME,
+        "sdpOffer": _TEXT,
+        "sdpAnswer": _TEXT,
+        "createdAt": _TIME,
+        "expiresAt": _TIME,
+        "approvalUrl": _STR,
+    }),
+    "JournalEntry": _record({
+        "seq": {"type": "integer"},
+        "event": _enum(JournalEvent),
+        "stepId": _TEXT,
+        "data": {"type": "object"},
+        "at": _TIME,
+    }),
+}
+
+
+def ref(name: str) -> dict[str, str]:
+    """A reference to one of ``SCHEMAS``."""
+    assert name in SCHEMAS, name
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def list_of(key: str, name: str, **more: dict[str, Any]) -> dict[str, Any]:
+    """``{key: [<name>, ...], **more}``."""
+    return _record({key: {"type": "array", "items": ref(name)}, **more})

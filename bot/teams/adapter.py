@@ -6,7 +6,7 @@ everything else in ``bot/teams/`` talks to this module through plain dataclasses
 message to send) and ``ConnectorFailure`` (a send that failed, with the HTTP status and any
 ``Retry-After``). Switching SDKs means rewriting this file alone.
 
-Two SDK defects are worked around here, each where it bites:
+Three SDK defects are worked around here, each where it bites:
 
 * ``CloudAdapter.process()`` crashes on every invoke response in 4.17.0/4.17.1 (``'dict'
   object has no attribute 'is_xml_model'``: HTTP 500 on each ``adaptiveCard/action``). The
@@ -17,6 +17,9 @@ Two SDK defects are worked around here, each where it bites:
   costs msrest a quadratic list scan, made linear below. The SDK also
   fetches its OpenID metadata with blocking ``requests`` calls from inside the event loop;
   ``warm_openid_metadata`` does that fetch on a worker thread before it is due.
+* The SDK matches a token's ``serviceurl`` claim with the activity only when the activity
+  names a serviceUrl, and fails with a 500 on a body that does not deserialize or names no
+  conversation; ``process`` refuses all of those as ``BadActivity`` (HTTP 400) first.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
+from azure.core.exceptions import DeserializationError
 from botbuilder.core import BotAdapter, InvokeResponse, TurnContext
 from botbuilder.core.cloud_adapter_base import CloudAdapterBase
 from botbuilder.integration.aiohttp import (
@@ -47,6 +51,7 @@ from botframework.connector.auth.jwt_token_extractor import JwtTokenExtractor
 from msrest.exceptions import ClientRequestError, HttpOperationError
 from msrest.universal_http.requests import ClientRetryPolicy
 
+from bot.teams.pacing import Throttled
 from engine.config_sections import TeamsConfig
 
 log = logging.getLogger(__name__)
@@ -177,9 +182,20 @@ class TeamsAdapter:
         goes to ``process_activity`` in the auth argument's place."""
         if not isinstance(body, dict):
             raise BadActivity("the body is not a JSON object")
-        activity = Activity().deserialize(body)
+        try:
+            activity = Activity().deserialize(body)
+        except DeserializationError as exc:  # e.g. "conversation": "x", "timestamp": 5
+            raise BadActivity("the body is not an activity") from exc
         if not activity.type:
             raise BadActivity("the activity has no type")
+        if activity.conversation is None or not activity.conversation.id:
+            # Nothing could be answered or remembered: every reply and reference needs it.
+            raise BadActivity("the activity names no conversation")
+        if not activity.service_url:
+            # Without one the SDK skips matching the token's serviceurl claim (botframework
+            # jwt_token_validation: "if service_url:"), so a token issued for any other
+            # serviceUrl would pass; and there would be nowhere to reply.
+            raise BadActivity("the activity has no serviceUrl")
         try:
             auth = await self._auth.authenticate_request(activity, auth_header)
         except Exception as exc:  # PermissionError, PyJWT errors, a key id not in the JWKS...
@@ -190,9 +206,7 @@ class TeamsAdapter:
                 incoming = _incoming(context.activity)
                 reply = await handler(incoming)
                 for message in reply.messages:
-                    if self._pace is not None:
-                        await self._pace(incoming.conversation_id)
-                    await context.send_activity(_activity(message))
+                    await self._reply(context, incoming.conversation_id, message)
                 if reply.invoke is not None:
                     # What send_activity does with an invokeResponse activity, minus its deep
                     # copy of the whole card (a millisecond per click).
@@ -205,6 +219,23 @@ class TeamsAdapter:
         if result is None:
             return None
         return InvokeReply(int(result.status), result.body or {})
+
+    async def _reply(self, context: TurnContext, conversation_id: str, message: Outgoing) -> None:
+        """Send one turn reply. One that cannot be sent (the pace would wait too long, the
+        connector refuses, or answers what msrest cannot read, no token for it can be had) is
+        logged and dropped: the activity itself was handled, and answering it with a 500 would
+        only make Teams deliver it, and run its command, again."""
+        try:
+            if self._pace is not None:
+                await self._pace(conversation_id)
+            await context.send_activity(_activity(message))
+        except (
+            Throttled, HttpOperationError, ClientRequestError, DeserializationError, OSError
+        ) as exc:
+            log.warning(
+                "teams: a reply in %s was not sent: %s: %s", conversation_id,
+                type(exc).__name__, exc,
+            )
 
     # -- outgoing ------------------------------------------------------------------------------
 
@@ -323,14 +354,14 @@ def _incoming(activity: Activity) -> Incoming:
     sender = activity.from_property
     conversation = activity.conversation
     recipient_id = activity.recipient.id if activity.recipient else None
-    added = [m.id for m in activity.members_added or []]
+    added = [m.id for m in activity.members_added or [] if m is not None]  # JSON nulls stay
     bot_added = (activity.type == ActivityTypes.conversation_update and recipient_id in added) or (
         activity.type == ActivityTypes.installation_update
         and (activity.action or "add").startswith("add")
     )
     text = activity.text or ""
     if activity.type == ActivityTypes.message and activity.recipient is not None:
-        text = TurnContext.remove_recipient_mention(activity) or text
+        text = _without_own_mention(activity) or text
     reference = TurnContext.get_conversation_reference(activity)
     reference.activity_id = None
     if reference.conversation is not None and reference.conversation.id:
@@ -345,6 +376,17 @@ def _incoming(activity: Activity) -> Incoming:
         bot_added=bot_added,
         reference=reference.serialize(),
     )
+
+
+def _without_own_mention(activity: Activity) -> str | None:
+    """The text without the bot's own @mention. The SDK reads every entity as a well-formed
+    mention: ``null``, ``{}`` or a mention without ``mentioned`` raises; such a message keeps
+    its text, and ``handlers.command_text`` drops any ``<at>`` tags left."""
+    try:
+        return TurnContext.remove_recipient_mention(activity)  # type: ignore[no-any-return]
+    except (AttributeError, KeyError, TypeError):
+        text: str | None = activity.text
+        return text
 
 
 def _activity(message: Outgoing) -> Activity:

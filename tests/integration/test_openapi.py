@@ -86,7 +86,7 @@ async def test_web_pages_are_html_and_not_in_the_api_document(api: Api) -> None:
 
 async def test_operations_are_well_formed(api: Api) -> None:
     doc = await document(api)
-    assert doc["openapi"].startswith("3.")
+    assert doc["openapi"] == "3.1.0"  # its schemas are JSON Schema 2020-12 (type lists)
     assert doc["info"]["title"] and doc["info"]["version"]
     operation_ids = []
     for path, item in doc["paths"].items():
@@ -98,9 +98,12 @@ async def test_operations_are_well_formed(api: Api) -> None:
             assert op["responses"], where
             for code, response in op["responses"].items():
                 assert code.isdigit() and response["description"], (where, code)
-                schema = response["content"]["application/json"]["schema"]
+                ((media_type, content),) = response["content"].items()
                 if int(code) >= 400:
-                    assert schema == {"$ref": "#/components/schemas/Error"}, where
+                    assert media_type == "application/json", where
+                    assert content["schema"] == {"$ref": "#/components/schemas/Error"}, where
+            if any(p["in"] == "query" for p in op.get("parameters", [])):
+                assert "400" in op["responses"], f"{where}: a bad query is a 400"
             path_params = {p["name"] for p in op.get("parameters", []) if p["in"] == "path"}
             assert path_params == placeholders, where
             if "requestBody" in op:
@@ -126,3 +129,10 @@ async def test_documented_security_matches_the_routes(api: Api) -> None:
                 assert status == 401, (path, status)
             else:
                 assert status != 401, (path, status)
+
+
+async def test_metrics_are_documented_as_the_text_they_are(api: Api) -> None:
+    doc = await document(api)
+    assert set(doc["paths"]["/metrics"]["get"]["responses"]["200"]["content"]) == {"text/plain"}
+    resp = await api.client.get("/metrics")
+    assert resp.content_type == "text/plain"
