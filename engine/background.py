@@ -10,13 +10,16 @@ from typing import Any
 async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
     """Cancel ``task`` and wait until it has ended. A cancellation of the caller that arrives
     meanwhile is passed on, not swallowed with the task's own: ``suppress(CancelledError)``
-    around the wait would swallow both, and the caller would go on running."""
+    around the wait would swallow both, and the caller would go on running. A caller that was
+    already being cancelled when it called (cleanup in a cancelled task: ``run_app`` stops
+    the server so) carries on with its cleanup."""
+    current = asyncio.current_task()
+    before = current.cancelling() if current is not None else 0
     task.cancel()
     try:
         await task
     except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
+        if current is not None and current.cancelling() > before:
             raise
 
 

@@ -50,3 +50,26 @@ async def test_a_helper_that_ends_by_itself_is_just_waited_for() -> None:
     await asyncio.sleep(0.01)
     await cancel_and_wait(task)  # already done: nothing raised
     assert task.done()
+
+
+async def test_cleanup_inside_a_cancelled_task_goes_on() -> None:
+    """``run_app`` cancels its main task on SIGTERM and runs the cleanup in it: stopping the
+    workers there must still wait for them, not give up at the first helper."""
+    steps: list[str] = []
+
+    async def main() -> None:
+        try:
+            await asyncio.sleep(3600)
+        finally:
+            helper = asyncio.create_task(asyncio.sleep(3600))
+            await cancel_and_wait(helper)
+            steps.append("helper stopped")
+            await asyncio.sleep(0.01)
+            steps.append("cleanup finished")
+
+    task = asyncio.create_task(main())
+    await asyncio.sleep(0)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    assert steps == ["helper stopped", "cleanup finished"]
