@@ -3,9 +3,12 @@
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# LangGraph and DBOS, for bench/peers.py only: a venv of their own, never Signoff's dependencies.
+PEERS_VENV ?= .venv-peers
+PEERS_PY := $(PEERS_VENV)/bin/python
 BOOTSTRAP_PYTHON := $(shell command -v python3.11 2>/dev/null || command -v python3)
 
-.PHONY: install run test lint bench reliability clean
+.PHONY: install run test lint bench bench-peers reliability clean
 
 install: $(VENV)/.installed
 
@@ -28,17 +31,30 @@ lint: install
 	$(VENV)/bin/mypy --strict engine bot cards
 
 # Each benchmark's defaults finish in a few minutes. No benchmark at all is a failure, not a pass.
-bench: install
+# bench/peers.py runs last, with $(PEERS_VENV)'s python (see bench-peers).
+bench: install $(PEERS_VENV)/.installed
 	@set -e; found=0; \
 	for script in bench/*.py; do \
 		[ -e "$$script" ] || continue; \
+		[ "$$script" = bench/peers.py ] && continue; \
 		found=1; echo "== $$script"; $(PY) "$$script"; \
 	done; \
 	if [ "$$found" = 0 ]; then echo "no benchmarks in bench/" >&2; exit 1; fi
+	@echo "== bench/peers.py"; $(PEERS_PY) bench/peers.py
+
+# Signoff next to LangGraph and DBOS only.
+bench-peers: $(PEERS_VENV)/.installed
+	$(PEERS_PY) bench/peers.py
+
+$(PEERS_VENV)/.installed: pyproject.toml bench/peers/requirements.txt
+	$(BOOTSTRAP_PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_PY) -m pip install --quiet --upgrade pip
+	$(PEERS_PY) -m pip install --quiet -e . -r bench/peers/requirements.txt
+	touch $@
 
 reliability: install
 	SIGNOFF_RELIABILITY_FULL=1 $(PY) -m pytest tests/reliability
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(PEERS_VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
