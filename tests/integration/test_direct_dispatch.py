@@ -40,6 +40,14 @@ def count_claims(engine: Engine) -> list[int]:
     return sizes
 
 
+async def parked(engine: Engine) -> tuple[str, str]:
+    """A run started through ``engine`` and parked at its approval: (run id, request id)."""
+    run, _ = await engine.start_run("flow", {}, AGENT)
+    await wait_status(engine, run.id, RunStatus.WAITING)
+    (request,) = await engine.store.list_takeovers(run_id=run.id)
+    return run.id, request.id
+
+
 async def test_new_run_and_decision_are_advanced_here_without_a_claim(
     migrated_db_url: str,
 ) -> None:
@@ -47,12 +55,10 @@ async def test_new_run_and_decision_are_advanced_here_without_a_claim(
     claims = count_claims(engine)
     await engine.start()
     try:
-        run, _ = await engine.start_run("flow", {}, AGENT)
-        await wait_status(engine, run.id, RunStatus.WAITING)
-        (request,) = await engine.store.list_takeovers(run_id=run.id)
-        await engine.approvals.grant(request.id, person("bob"), release=True)
-        await wait_status(engine, run.id, RunStatus.COMPLETED)
-        events = [e.event.value for e in await engine.store.journal(run.id)]
+        run_id, request_id = await parked(engine)
+        await engine.approvals.grant(request_id, person("bob"), release=True)
+        await wait_status(engine, run_id, RunStatus.COMPLETED)
+        events = [e.event.value for e in await engine.store.journal(run_id)]
     finally:
         await engine.stop()
     assert claims == []
@@ -106,15 +112,13 @@ async def test_deny_and_release_resume_here_too(migrated_db_url: str, verb: str)
     claims = count_claims(engine)
     await engine.start()
     try:
-        run, _ = await engine.start_run("flow", {}, AGENT)
-        await wait_status(engine, run.id, RunStatus.WAITING)
-        (request,) = await engine.store.list_takeovers(run_id=run.id)
+        run_id, request_id = await parked(engine)
         if verb == "deny":
-            await engine.approvals.deny(request.id, person("bob"), notes="no")
+            await engine.approvals.deny(request_id, person("bob"), notes="no")
         else:
-            await engine.approvals.grant(request.id, person("bob"))
-            await engine.approvals.release(request.id, person("bob"))
-        await wait_status(engine, run.id, RunStatus.COMPLETED)
+            await engine.approvals.grant(request_id, person("bob"))
+            await engine.approvals.release(request_id, person("bob"))
+        await wait_status(engine, run_id, RunStatus.COMPLETED)
     finally:
         await engine.stop()
     assert claims == []
