@@ -9,7 +9,8 @@ thread counts) on a database file of its own in one directory (a new one under t
 or ``--dir``); this parent collects each child's JSON line and prints one table. A child
 calls its system from its main thread: a sync API plainly, with no event loop running (DBOS
 refuses its sync calls inside one); an asyncio system on a loop that runs all the time on a
-thread of its own, as in an asyncio service, the driver's calls handed to it.
+thread of its own, as in an asyncio service. Its park and one-at-a-time phases are driven
+from inside that loop (no thread hop in what is timed); the other calls are handed to it.
 
 LangGraph and DBOS are not Signoff's dependencies: ``make bench`` (or ``make bench-peers``)
 installs them into ``.venv-peers`` from ``bench/peers/requirements.txt`` and runs this script
@@ -153,6 +154,12 @@ class Arm:
     def parked(self) -> int:
         raise NotImplementedError
 
+    def park_all(self, runs: int, starters: int) -> tuple[list[str], float]:
+        return park(self, runs, starters)
+
+    def one_by_one(self, keys: list[str]) -> list[float]:
+        return one_at_a_time(self, keys)
+
     def after_park(self, runs: int) -> None:
         """Whatever the releases need to know once every run is parked."""
 
@@ -195,11 +202,56 @@ class LoopArm(Arm):
     def run(self, work: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(work, self.loop).result()
 
+    async def astart(self, i: int) -> str:
+        raise NotImplementedError
+
+    async def aparked(self) -> int:
+        raise NotImplementedError
+
     async def release_one(self, key: str) -> None:
         raise NotImplementedError
 
+    def start(self, i: int) -> str:
+        return self.run(self.astart(i))
+
+    def parked(self) -> int:
+        return self.run(self.aparked())
+
     def release(self, key: str) -> None:
         self.run(self.release_one(key))
+
+    # The timed phases run inside the loop, as an asyncio caller of the system would: no
+    # thread hop between the driver and the system in what is measured.
+
+    def park_all(self, runs: int, starters: int) -> tuple[list[str], float]:
+        async def park_them() -> tuple[list[str], float]:
+            started = time.perf_counter()
+            numbers = iter(range(runs))
+            keys: dict[int, str] = {}
+
+            async def starter() -> None:
+                for i in numbers:
+                    keys[i] = await self.astart(i)
+
+            await asyncio.gather(*(starter() for _ in range(starters)))
+            while await self.aparked() < runs:
+                await asyncio.sleep(0.02)
+            return [keys[i] for i in range(runs)], time.perf_counter() - started
+
+        return self.run(park_them())
+
+    def one_by_one(self, keys: list[str]) -> list[float]:
+        async def release_each() -> list[float]:
+            latencies = []
+            for key in keys:
+                released = time.perf_counter()
+                await self.release_one(key)
+                while key not in self.acted():
+                    await asyncio.sleep(POLL_SECONDS)
+                latencies.append((self.acted()[key] - released) * 1000)
+            return latencies
+
+        return self.run(release_each())
 
     def release_all(self, keys: list[str], released: dict[str, float]) -> None:
         queue = iter(keys)
@@ -257,12 +309,12 @@ class SignoffArm(LoopArm):
         self.run(self.engine.start())
         self.store: SqlStore = self.engine.store
 
-    def start(self, i: int) -> str:
-        run, _ = self.run(self.engine.start_run("bench", {"n": i}, self.agent))
+    async def astart(self, i: int) -> str:
+        run, _ = await self.engine.start_run("bench", {"n": i}, self.agent)
         return run.id
 
-    def parked(self) -> int:
-        return self.run(self.store.count_runs(RunStatus.WAITING))
+    async def aparked(self) -> int:
+        return await self.store.count_runs(RunStatus.WAITING)
 
     def after_park(self, runs: int) -> None:
         pending = self.run(
@@ -347,8 +399,8 @@ class SignoffHttpArm(SignoffArm):
                 raise RuntimeError(f"POST {path}: {resp.status} {found}")
             return found
 
-    def start(self, i: int) -> str:
-        run = self.run(self.post("/v1/runs", "agent", {"workflow": "bench", "input": {"n": i}}))
+    async def astart(self, i: int) -> str:
+        run = await self.post("/v1/runs", "agent", {"workflow": "bench", "input": {"n": i}})
         return str(run["id"])
 
     async def release_one(self, key: str) -> None:
@@ -467,11 +519,14 @@ class LangGraphAsyncArm(LoopArm, LangGraphArm):
         self.exits = contextlib.AsyncExitStack()
         self.app = langgraph_app(self.run(open_saver()), self.at)
 
-    def start(self, i: int) -> str:
-        result = self.run(self.app.ainvoke({"n": i}, thread_config(str(i))))
+    async def astart(self, i: int) -> str:
+        result = await self.app.ainvoke({"n": i}, thread_config(str(i)))
         assert "__interrupt__" in result, result
         self.count += 1
         return str(i)
+
+    async def aparked(self) -> int:
+        return self.count
 
     async def release_one(self, key: str) -> None:
         from langgraph.types import Command
@@ -632,13 +687,13 @@ def measure(system: str, directory: Path, runs: int, sample: int, starters: int)
     try:
         arm.pause(0.2)
         before = arm.footprint()
-        keys, park_seconds = park(arm, runs, starters)
+        keys, park_seconds = arm.park_all(runs, starters)
         log(f"{system}: {runs} parked in {park_seconds:.1f} s")
         arm.pause(SETTLE_SECONDS)
         after = arm.footprint()
         db_bytes = arm.db_bytes()
         arm.after_park(runs)
-        latencies = one_at_a_time(arm, keys[:sample])
+        latencies = arm.one_by_one(keys[:sample])
         log(f"{system}: {sample} released one at a time")
         resume_seconds, burst_ms = burst(arm, keys[sample:], sample)
         log(f"{system}: burst of {runs - sample} resumed in {resume_seconds:.1f} s")
