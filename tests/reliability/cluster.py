@@ -12,7 +12,8 @@ import asyncio
 import os
 import random
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -182,6 +183,25 @@ class Cluster:
                 return result
             assert loop.time() < deadline, f"timed out waiting for {what}\n{self.logs()}"
             await asyncio.sleep(0.2)
+
+
+@asynccontextmanager
+async def approvers_cluster(
+    tmp_path: Path, db_url: str, config: str, approvers: Iterable[str], server: str
+) -> AsyncIterator[Cluster]:
+    """The single SQLite process, or three replicas on PostgreSQL, started, with an agent
+    token and an approver token for each of ``approvers`` (named after them)."""
+    replicas = 1 if db_url.startswith("sqlite") else 3
+    c = Cluster(tmp_path, db_url, config, replicas=replicas, server=server)
+    try:
+        await c.setup()
+        await c.create_tokens(
+            [("agent", Role.AGENT, None)] + [(n, Role.APPROVER, n) for n in approvers]
+        )
+        await c.start()
+        yield c
+    finally:
+        await c.close()
 
 
 def _socket_inode(local_port: int) -> str | None:

@@ -21,8 +21,7 @@ import aiohttp
 import pytest
 from sqlalchemy import text
 
-from engine.model import Role
-from tests.reliability.cluster import TERMINAL, Cluster, size, start_runs
+from tests.reliability.cluster import TERMINAL, Cluster, approvers_cluster, size, start_runs
 from tests.reliability.test_exactly_one_decision import CONFIG, RACERS, click
 
 LOCK_SECONDS = 3.0
@@ -30,18 +29,9 @@ LOCK_SECONDS = 3.0
 
 @pytest.fixture
 async def cluster(db_url: str, tmp_path: Path) -> AsyncIterator[Cluster]:
-    replicas = 1 if db_url.startswith("sqlite") else 3
-    c = Cluster(tmp_path, db_url, CONFIG, replicas=replicas,
-                server="{workers: 8, leaseSeconds: 5, pollSeconds: 0.2}")
-    try:
-        await c.setup()
-        await c.create_tokens(
-            [("agent", Role.AGENT, None)] + [(n, Role.APPROVER, n) for n in RACERS]
-        )
-        await c.start()
+    server = "{workers: 8, leaseSeconds: 5, pollSeconds: 0.2}"
+    async with approvers_cluster(tmp_path, db_url, CONFIG, RACERS, server) as c:
         yield c
-    finally:
-        await c.close()
 
 
 def hold_exclusive(path: str, seconds: float, held: threading.Event) -> None:

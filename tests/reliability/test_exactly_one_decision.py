@@ -18,8 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from engine.model import Role
-from tests.reliability.cluster import TERMINAL, Cluster, size, start_runs
+from tests.reliability.cluster import TERMINAL, Cluster, approvers_cluster, size, start_runs
 
 RACERS = [f"racer{i:02d}" for i in range(20)]
 CONFIG = (
@@ -46,18 +45,9 @@ workflows:
 @pytest.fixture
 async def cluster(db_url: str, tmp_path: Path) -> AsyncIterator[Cluster]:
     """The single SQLite process, or three replicas on PostgreSQL."""
-    replicas = 1 if db_url.startswith("sqlite") else 3
-    c = Cluster(tmp_path, db_url, CONFIG, replicas=replicas,
-                server="{workers: 16, leaseSeconds: 30, pollSeconds: 0.2}")
-    try:
-        await c.setup()
-        await c.create_tokens(
-            [("agent", Role.AGENT, None)] + [(n, Role.APPROVER, n) for n in RACERS]
-        )
-        await c.start()
+    server = "{workers: 16, leaseSeconds: 30, pollSeconds: 0.2}"
+    async with approvers_cluster(tmp_path, db_url, CONFIG, RACERS, server) as c:
         yield c
-    finally:
-        await c.close()
 
 
 async def click(
