@@ -16,6 +16,7 @@ from sqlalchemy import (
     bindparam,
     case,
     insert,
+    literal,
     select,
     update,
 )
@@ -39,9 +40,11 @@ from engine.model import (
 )
 from engine.store import tables as t
 from engine.store.db import Database, mark_ready
+from engine.store.fast import Fast
 from engine.store.tables import UTCDateTime
 
 _IGNORING: dict[tuple[str, str, tuple[str, ...]], Any] = {}
+_FAST_IGNORING: dict[tuple[str, str, tuple[str, ...]], Fast] = {}
 
 
 @dataclass(slots=True)
@@ -53,6 +56,9 @@ class Adopt:
     owner: str
     until: datetime
     run_id: str | None = None
+    written: tuple[Run, list[JournalEntry]] | None = None
+    """The run and its journal as a creating transaction wrote them: its worker starts from
+    them instead of reading them back."""
 
 
 class StoreBase:
@@ -70,6 +76,14 @@ class StoreBase:
                 index_elements=list(keys)
             )
         return stmt
+
+    def fast_insert_ignore_on(self, table: Any, *keys: str) -> Fast:
+        """``insert_ignore_on`` for the hot path (``engine.store.fast``)."""
+        cache_key = (self.db.dialect, table.name, keys)
+        fast = _FAST_IGNORING.get(cache_key)
+        if fast is None:
+            fast = _FAST_IGNORING[cache_key] = Fast(self.insert_ignore_on(table, *keys))
+        return fast
 
     def one_of(self, column: Any, values: Sequence[str]) -> ColumnElement[bool]:
         """``column IN values``; on PostgreSQL ``= ANY(array)``: one bound parameter, so one
@@ -206,25 +220,35 @@ REQUEUE = case(
 """A status value for ``values``: a parked run goes back to the queue, any other keeps its
 status (a decision on a manual takeover request of a run that has not parked yet)."""
 
+
+def _status_in(*statuses: RunStatus) -> ColumnElement[bool]:
+    """``status IN (...)`` with one parameter per value, not an expanding one: the guarded
+    statements are compiled once (``engine.store.fast``)."""
+    return t.runs.c.status.in_([literal(s.value) for s in statuses])
+
+
 _GUARDS: dict[Guard, list[ColumnElement[bool]]] = {
     Guard.EXISTS: [],
     Guard.LEASE: [
         t.runs.c.lease_owner == bindparam("owner"),
         t.runs.c.status == RunStatus.RUNNING.value,
     ],
-    Guard.LIVE: [t.runs.c.status.in_([s.value for s in RunStatus if RUN_ALLOWED[s]])],
+    Guard.LIVE: [_status_in(*(s for s in RunStatus if RUN_ALLOWED[s]))],
     Guard.WAITING: [t.runs.c.status == RunStatus.WAITING.value],
-    Guard.OPEN: [t.runs.c.status.in_([RunStatus.QUEUED.value, RunStatus.RUNNING.value])],
-    Guard.FAILABLE: [t.runs.c.status.in_([RunStatus.RUNNING.value, RunStatus.WAITING.value])],
+    Guard.OPEN: [_status_in(RunStatus.QUEUED, RunStatus.RUNNING)],
+    Guard.FAILABLE: [_status_in(RunStatus.RUNNING, RunStatus.WAITING)],
 }
-_APPENDS: dict[tuple[Guard, tuple[tuple[str, bool], ...]], Any] = {}
+_APPENDS: dict[tuple[Guard, tuple[tuple[str, bool], ...]], Fast] = {}
 INSERT_JOURNAL = insert(t.journal)
 INSERT_RUN = insert(t.runs)
 INSERT_TAKEOVER = insert(t.takeover_requests)
-_RUN_STATUS = select(t.runs.c.status).where(t.runs.c.id == bindparam("run_id"))
+FAST_INSERT_JOURNAL = Fast(INSERT_JOURNAL)
+FAST_INSERT_RUN = Fast(INSERT_RUN)
+FAST_INSERT_TAKEOVER = Fast(INSERT_TAKEOVER)
+_RUN_STATUS = Fast(select(t.runs.c.status).where(t.runs.c.id == bindparam("run_id")))
 
 
-def _append_statement(guard: Guard, shape: tuple[tuple[str, bool], ...]) -> Any:
+def _append_statement(guard: Guard, shape: tuple[tuple[str, bool], ...]) -> Fast:
     """The run-row UPDATE of an append, built once per guard and value shape: building SQL
     expressions costs several times what executing a prepared one does."""
     stmt = _APPENDS.get((guard, shape))
@@ -235,13 +259,12 @@ def _append_statement(guard: Guard, shape: tuple[tuple[str, bool], ...]) -> Any:
         }
         for key, requeue in shape:
             values[key] = REQUEUE if requeue else bindparam(f"v_{key}", type_=t.runs.c[key].type)
-        stmt = (
+        stmt = _APPENDS[(guard, shape)] = Fast(
             update(t.runs)
             .where(t.runs.c.id == bindparam("run_id"), *_GUARDS[guard])
             .values(values)
             .returning(t.runs.c.next_seq)
         )
-        _APPENDS[(guard, shape)] = stmt
     return stmt
 
 
@@ -265,16 +288,16 @@ def append_journal(
     shape = tuple((key, value is REQUEUE) for key, value in items)
     params: dict[str, Any] = {"run_id": run_id, "n": count, "now": now, "owner": owner}
     params.update({f"v_{key}": value for key, value in items if value is not REQUEUE})
-    next_seq = conn.execute(_append_statement(guard, shape), params).scalar_one_or_none()
+    next_seq = _append_statement(guard, shape)(conn, params).scalar_one_or_none()
     if next_seq is None:
-        current = conn.execute(_RUN_STATUS, {"run_id": run_id}).scalar_one_or_none()
+        current = _RUN_STATUS(conn, {"run_id": run_id}).scalar_one_or_none()
         if current is None:
             raise NotFound(f"run {run_id} not found", run_id=run_id)
         raise TransitionRefused(refused, current=current, run_id=run_id)
     first = next_seq - count
     if events:
-        conn.execute(
-            INSERT_JOURNAL,
+        FAST_INSERT_JOURNAL(
+            conn,
             [
                 {
                     "run_id": run_id,
@@ -297,9 +320,8 @@ def insert_outbox(
     if not messages:
         return
     mark_ready(conn)
-    stmt = store.insert_ignore_on(t.outbox, "dedupe_key")
-    conn.execute(
-        stmt,
+    store.fast_insert_ignore_on(t.outbox, "dedupe_key")(
+        conn,
         [
             {
                 "dedupe_key": m.dedupe_key,

@@ -24,6 +24,7 @@ async engine; new code should write plain functions.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import queue
@@ -77,6 +78,9 @@ class Database:
             )
             _configure_sqlite(self.sync_engine, through_driver=True)
             self._writer: _Writer | None = _Writer(self.sync_engine)
+            # Reads run on the caller's thread, each thread on a connection of its own that it
+            # keeps: a pool checkout and return cost more than the read itself.
+            self._readers = _Held(self.sync_engine)
         else:
             self.sync_engine = None
             self._writer = None
@@ -142,20 +146,12 @@ class Database:
             if write:
                 assert self._writer is not None
                 return await self._writer.submit(work)
-            return self._run_sync(work, False)
+            return self._read(work)
         return await self._run_async(_as_async(work), write)
 
-    def _run_sync(self, work: Callable[[Connection], T], write: bool) -> T:
-        assert self.sync_engine is not None
-        with self.sync_engine.connect() as conn:
-            if write:
-                conn = conn.execution_options(**{_WRITE: True})
-            try:
-                with conn.begin():
-                    result: T = work(conn)
-                    return result
-            finally:
-                conn.info.pop(_READY, None)
+    def _read(self, work: Callable[[Connection], T]) -> T:
+        """A SQLite read, on this thread's connection."""
+        return _in_transaction(self._readers.connection(), work)
 
     async def _run_async(self, work: Callable[[AsyncConnection], Awaitable[T]], write: bool) -> T:
         async with self.engine.connect() as conn:
@@ -195,6 +191,7 @@ class Database:
             await self._async_engine.dispose()
         if self._writer is not None:
             await asyncio.get_running_loop().run_in_executor(None, self._writer.close)
+            self._readers.close_all()
         if self.sync_engine is not None:
             self.sync_engine.dispose()
 
@@ -206,6 +203,9 @@ class _Writer:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
+        self._held = _Held(engine, write=True)
+        self._closed = False
+        self._closing = threading.Lock()
         self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._thread = threading.Thread(
             target=self._serve, name="signoff-sqlite-writer", daemon=True
@@ -215,17 +215,25 @@ class _Writer:
     def submit(self, work: Callable[[Connection], T]) -> asyncio.Future[T]:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        self._queue.put(_Job(work, loop, future))
+        with self._closing:
+            if self._closed:
+                future.set_exception(StoreError("the database is closed"))
+            else:
+                self._queue.put(_Job(work, loop, future))
         return future
 
     def close(self) -> None:
-        self._queue.put(None)
+        with self._closing:  # nothing is queued behind the None
+            self._closed = True
+            self._queue.put(None)
         self._thread.join(timeout=30)
 
     def _serve(self) -> None:
         while True:
             first = self._queue.get()
             if first is None:
+                self._held.close_all()
+                self._refuse_queued()
                 return
             group = [first]
             while len(group) < self.MAX_GROUP:
@@ -238,6 +246,18 @@ class _Writer:
                     break
                 group.append(job)
             self._commit(group)
+
+    def _refuse_queued(self) -> None:
+        """Units queued after the close: their callers get an error, never a hang."""
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if job is not None:
+                closed = StoreError("the database is closed")
+                with contextlib.suppress(RuntimeError):  # its loop is closed too
+                    job.loop.call_soon_threadsafe(_settle, job.future, False, closed)
 
     def _commit(self, group: list[_Job]) -> None:
         try:
@@ -257,24 +277,24 @@ class _Writer:
         failing unit rolls the whole group back (``_UnitFailed``, or its own error when it is
         alone): savepoints cost more on every group than redoing the rare failing one."""
         outcomes: list[tuple[bool, Any]] = []
-        with self._engine.connect() as conn:
-            conn = conn.execution_options(**{_WRITE: True})
-            with conn.begin():
-                for job in group:
-                    if not savepoints:
-                        try:
-                            outcomes.append((True, job.work(conn)))
-                        except Exception as exc:
-                            if len(group) == 1:
-                                raise
-                            raise _UnitFailed() from exc
-                        continue
+
+        def units(conn: Connection) -> None:
+            for job in group:
+                if not savepoints:
                     try:
-                        with conn.begin_nested():
-                            outcomes.append((True, job.work(conn)))
-                    except Exception as exc:  # this unit alone is rolled back
-                        outcomes.append((False, exc))
-            conn.info.pop(_READY, None)
+                        outcomes.append((True, job.work(conn)))
+                    except Exception as exc:
+                        if len(group) == 1:
+                            raise
+                        raise _UnitFailed() from exc
+                    continue
+                try:
+                    with conn.begin_nested():
+                        outcomes.append((True, job.work(conn)))
+                except Exception as exc:  # this unit alone is rolled back
+                    outcomes.append((False, exc))
+
+        _in_transaction(self._held.connection(), units)
         return outcomes
 
 
@@ -287,6 +307,44 @@ class _Job:
     work: Callable[[Connection], Any]
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[Any]
+
+
+class _Held:
+    """A SQLite connection per thread, kept open between transactions; one that broke (was
+    invalidated) is replaced at the next use."""
+
+    def __init__(self, engine: Engine, *, write: bool = False) -> None:
+        self._engine = engine
+        self._write = write
+        self._local = threading.local()
+        self._all: list[Connection] = []  # every thread's, for ``close_all``
+        self._lock = threading.Lock()
+
+    def connection(self) -> Connection:
+        conn: Connection | None = getattr(self._local, "conn", None)
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self._local.conn = self._engine.connect()
+            if self._write:
+                conn.execution_options(**{_WRITE: True})
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def close_all(self) -> None:
+        with self._lock:
+            held, self._all = self._all, []
+        for conn in held:
+            with contextlib.suppress(Exception):
+                conn.close()
+
+
+def _in_transaction(conn: Connection, work: Callable[[Connection], T]) -> T:
+    try:
+        with conn.begin():
+            return work(conn)
+    finally:
+        if not conn.invalidated:
+            conn.info.pop(_READY, None)
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:

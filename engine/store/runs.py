@@ -22,9 +22,9 @@ from engine.model import (
 )
 from engine.store import tables as t
 from engine.store.base import (
-    INSERT_JOURNAL,
-    INSERT_RUN,
-    INSERT_TAKEOVER,
+    FAST_INSERT_JOURNAL,
+    FAST_INSERT_RUN,
+    FAST_INSERT_TAKEOVER,
     Adopt,
     Guard,
     StoreBase,
@@ -35,6 +35,7 @@ from engine.store.base import (
     takeover_values,
 )
 from engine.store.db import mark_ready
+from engine.store.fast import Fast
 from engine.store.tables import UTCDateTime
 
 
@@ -53,8 +54,8 @@ class NewRun:
     """A queued run created claimed (running) by this worker instead: no queue round trip."""
 
 
-_RUN = select(t.runs).where(t.runs.c.id == bindparam("run_id"))
-_JOURNAL = (
+_RUN = Fast(select(t.runs).where(t.runs.c.id == bindparam("run_id")))
+_JOURNAL = Fast(
     select(t.journal).where(t.journal.c.run_id == bindparam("run_id")).order_by(t.journal.c.seq)
 )
 _CLAIMS: dict[bool, Any] = {}
@@ -111,9 +112,10 @@ class RunStore(StoreBase):
         existing run and ``False``."""
 
         def work(conn: Connection) -> tuple[Run, bool]:
-            created = _insert_run(conn, self, new, now, events)
+            journal = _insert_run(conn, self, new, now, events)
+            created = journal is not None
             if created and takeover is not None:
-                conn.execute(INSERT_TAKEOVER, takeover_values(takeover))
+                FAST_INSERT_TAKEOVER(conn, takeover_values(takeover))
             if created:
                 insert_outbox(conn, self, outbox, now)
             if not created:
@@ -127,7 +129,10 @@ class RunStore(StoreBase):
                     .one()
                 )
                 return run_from_row(row), False
-            return run_from_row(_run_values(new, now, next_seq=0) | _NOT_ENDED), True
+            run = run_from_row(_run_values(new, now, next_seq=0) | _NOT_ENDED)
+            if new.adopt is not None and journal is not None:
+                new.adopt.written = (run, journal)
+            return run, True
 
         return await self.db.transact(work)
 
@@ -175,10 +180,10 @@ class RunStore(StoreBase):
         """A run and its whole journal, read together (what a worker replays)."""
 
         def work(conn: Connection) -> tuple[Run, list[JournalEntry]]:
-            row = conn.execute(_RUN, {"run_id": run_id}).mappings().first()
+            row = _RUN(conn, {"run_id": run_id}).mappings().first()
             if row is None:
                 raise NotFound(f"run {run_id} not found", run_id=run_id)
-            entries = conn.execute(_JOURNAL, {"run_id": run_id}).mappings()
+            entries = _JOURNAL(conn, {"run_id": run_id}).mappings()
             return run_from_row(row), [journal_from_row(r) for r in entries]
 
         return await self.db.transact(work, write=False)
@@ -287,7 +292,7 @@ class RunStore(StoreBase):
                 refused="the run's lease is held by another worker or the run has ended",
             )
             if takeover is not None:
-                conn.execute(INSERT_TAKEOVER, takeover_values(takeover))
+                FAST_INSERT_TAKEOVER(conn, takeover_values(takeover))
             if child is not None:
                 _insert_run(conn, self, child, now, child_events)
             insert_outbox(conn, self, outbox, now)
@@ -350,7 +355,9 @@ def _insert_run(
     new: NewRun,
     now: datetime,
     events: Sequence[NewEvent],
-) -> bool:
+) -> list[JournalEntry] | None:
+    """Insert the run and its first events; returns them as journal entries, or None when
+    the run's idempotency key was already used (nothing written)."""
     started = [
         NewEvent(
             JournalEvent.RUN_STARTED,
@@ -362,26 +369,31 @@ def _insert_run(
     if new.status == RunStatus.QUEUED and new.adopt is None:
         mark_ready(conn)
     if new.idempotency_key is not None:
-        stmt = store.insert_ignore_on(t.runs, "idempotency_key")
-        if not conn.execute(stmt, values).rowcount:
-            return False
+        if not store.fast_insert_ignore_on(t.runs, "idempotency_key")(conn, values).rowcount:
+            return None
     else:
-        conn.execute(INSERT_RUN, values)
-    conn.execute(
-        INSERT_JOURNAL,
+        FAST_INSERT_RUN(conn, values)
+    entries = [
+        JournalEntry(
+            run_id=new.id, seq=i + 1, event=ev.event, step_id=ev.step_id, data=ev.data, at=now
+        )
+        for i, ev in enumerate(started)
+    ]
+    FAST_INSERT_JOURNAL(
+        conn,
         [
             {
-                "run_id": new.id,
-                "seq": i + 1,
-                "step_id": ev.step_id,
-                "event": ev.event.value,
-                "data": ev.data,
+                "run_id": e.run_id,
+                "seq": e.seq,
+                "step_id": e.step_id,
+                "event": e.event.value,
+                "data": e.data,
                 "at": now,
             }
-            for i, ev in enumerate(started)
+            for e in entries
         ],
     )
-    return True
+    return entries
 
 
 _NOT_ENDED = {"output": None, "error": None}

@@ -27,7 +27,7 @@ from engine.model import (
 )
 from engine.store import tables as t
 from engine.store.base import (
-    INSERT_TAKEOVER,
+    FAST_INSERT_TAKEOVER,
     REQUEUE,
     Adopt,
     Guard,
@@ -38,6 +38,7 @@ from engine.store.base import (
     takeover_values,
 )
 from engine.store.db import mark_ready
+from engine.store.fast import Fast
 from engine.store.tables import UTCDateTime
 
 OutboxFor = Callable[[TakeoverRequest], Sequence[OutboxMessage]]
@@ -46,12 +47,11 @@ _OPEN = (TakeoverStatus.PENDING.value, TakeoverStatus.GRANTED.value)
 _LIVE_RUN = [s.value for s in RunStatus if s not in TERMINAL_RUN_STATUSES]
 
 
-_VOTES: dict[str, Any] = {}
-_GRANTS: dict[bool, Any] = {}
-_RUN_STATUS_LOCKED: dict[bool, Any] = {}
+_GRANTS: dict[bool, Fast] = {}
+_RUN_STATUS_LOCKED: dict[bool, Fast] = {}
 
 
-def _grant_statement(release: bool) -> Any:
+def _grant_statement(release: bool) -> Fast:
     """One UPDATE counts the vote and, when it completes the quorum, decides (and with
     ``release`` also releases). Built once: see ``base._append_statement``."""
     stmt = _GRANTS.get(release)
@@ -72,7 +72,7 @@ def _grant_statement(release: bool) -> Any:
         if release:
             values["released_by"] = case((final, person), else_=tr.c.released_by)
             values["released_at"] = case((final, now), else_=tr.c.released_at)
-        stmt = _GRANTS[release] = (
+        stmt = _GRANTS[release] = Fast(
             update(tr)
             .where(
                 tr.c.id == bindparam("request_id"),
@@ -86,14 +86,6 @@ def _grant_statement(release: bool) -> Any:
 
 
 class TakeoverStore(StoreBase):
-    def _vote_statement(self) -> Any:
-        stmt = _VOTES.get(self.db.dialect)
-        if stmt is None:
-            stmt = _VOTES[self.db.dialect] = self.insert_ignore_on(
-                t.takeover_votes, "request_id", "person"
-            )
-        return stmt
-
     async def get_takeover(self, request_id: str) -> TakeoverRequest:
         def work(conn: Connection) -> TakeoverRequest:
             return _load(conn, request_id)
@@ -162,24 +154,18 @@ class TakeoverStore(StoreBase):
         """The unit of work of ``grant``, to compose with others in one transaction."""
 
         def work(conn: Connection) -> TakeoverRequest:
-            row = (
-                conn.execute(
-                    _grant_statement(release),
-                    {
-                        "request_id": request_id,
-                        "now": now,
-                        "person": person,
-                        "notes": notes,
-                        "sdp_offer": sdp_offer,
-                    },
-                )
-                .mappings()
-                .one_or_none()
-            )
+            params = {
+                "request_id": request_id,
+                "now": now,
+                "person": person,
+                "notes": notes,
+                "sdp_offer": sdp_offer,
+            }
+            row = _grant_statement(release)(conn, params).mappings().one_or_none()
             if row is None:
                 raise _already_decided(conn, request_id, now)
-            voted = conn.execute(
-                self._vote_statement(),
+            voted = self.fast_insert_ignore_on(t.takeover_votes, "request_id", "person")(
+                conn,
                 {"request_id": request_id, "person": person, "notes": notes, "at": now},
             )
             if not voted.rowcount:  # raising rolls the counted vote back with it
@@ -369,9 +355,9 @@ class TakeoverStore(StoreBase):
         sqlite = self.db.is_sqlite
         stmt = _RUN_STATUS_LOCKED.get(sqlite)
         if stmt is None:
-            stmt = select(t.runs.c.status).where(t.runs.c.id == bindparam("run_id"))
-            stmt = _RUN_STATUS_LOCKED[sqlite] = stmt if sqlite else stmt.with_for_update()
-        status = conn.execute(stmt, {"run_id": run_id}).scalar_one_or_none()
+            query = select(t.runs.c.status).where(t.runs.c.id == bindparam("run_id"))
+            stmt = _RUN_STATUS_LOCKED[sqlite] = Fast(query if sqlite else query.with_for_update())
+        status = stmt(conn, {"run_id": run_id}).scalar_one_or_none()
         return bool(status == RunStatus.WAITING.value)
 
     async def record_sdp_answer(self, request_id: str, answer: str) -> TakeoverRequest:
@@ -430,7 +416,7 @@ class TakeoverStore(StoreBase):
                 guard=Guard.OPEN,
                 refused="only a queued or running run can be taken over",
             )
-            conn.execute(INSERT_TAKEOVER, takeover_values(request))
+            FAST_INSERT_TAKEOVER(conn, takeover_values(request))
             after = _load(conn, request.id)
             if outbox is not None:
                 insert_outbox(conn, self, outbox(after), now)
@@ -466,11 +452,11 @@ def _with_votes(conn: Connection, row: Any) -> TakeoverRequest:
     return takeover_from_row(row, votes)
 
 
-_LOAD = select(t.takeover_requests).where(t.takeover_requests.c.id == bindparam("request_id"))
+_LOAD = Fast(select(t.takeover_requests).where(t.takeover_requests.c.id == bindparam("request_id")))
 
 
 def _load(conn: Connection, request_id: str) -> TakeoverRequest:
-    row = conn.execute(_LOAD, {"request_id": request_id}).mappings().one_or_none()
+    row = _LOAD(conn, {"request_id": request_id}).mappings().one_or_none()
     if row is None:
         raise NotFound(f"takeover request {request_id} not found", request_id=request_id)
     return _with_votes(conn, row)

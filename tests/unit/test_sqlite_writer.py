@@ -1,0 +1,55 @@
+"""SQLite's writer thread: the hot path's statements run on the driver itself and give what
+SQLAlchemy gives, and a write after the database is closed fails instead of waiting forever."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import select, text
+
+from engine.errors import StoreError
+from engine.store import Database, NewRun, SqlStore
+from engine.store import tables as t
+from engine.store.migrate import upgrade_to_head
+
+NOW = datetime(2026, 11, 30, 12, 0, 0, 0, tzinfo=UTC)  # no microseconds: the format keeps them
+
+
+@pytest.fixture
+async def store(tmp_path):
+    url = f"sqlite+aiosqlite:///{tmp_path / 'w.db'}"
+    await upgrade_to_head(url)
+    store = SqlStore(Database(url))
+    yield store
+    await store.db.dispose()
+
+
+async def test_a_write_after_close_is_refused(store: SqlStore) -> None:
+    await store.db.dispose()
+    with pytest.raises(StoreError, match="closed"):
+        await store.create_run(NewRun(id="r1", workflow="w", input={}), NOW)
+
+
+async def test_fast_rows_read_back_like_sqlalchemy_rows(store: SqlStore) -> None:
+    """A run written on the fast path reads back the same through ``Connection.execute``
+    (types, JSON, timestamps), and the fast read gives what SQLAlchemy's read gives."""
+    await store.create_run(NewRun(id="r1", workflow="w", input={"n": [1, "é"]}), NOW)
+    run, journal = await store.run_and_journal("r1")
+
+    def slow(conn):
+        row = conn.execute(select(t.runs).where(t.runs.c.id == "r1")).mappings().one()
+        raw = conn.execute(text("SELECT created_at, input FROM runs WHERE id = 'r1'")).one()
+        return dict(row), tuple(raw)
+
+    row, raw = await store.db.transact(slow, write=False)
+    assert run.input == row["input"] == {"n": [1, "é"]}
+    assert run.created_at == row["created_at"] == NOW
+    assert raw == ("2026-11-30 12:00:00.000000", '{"n": [1, "\\u00e9"]}')
+    assert [(e.seq, e.event.value, e.at) for e in journal] == [(1, "run_started", NOW)]
+
+
+async def test_a_constraint_error_is_sqlalchemys(store: SqlStore) -> None:
+    await store.create_run(NewRun(id="r1", workflow="w", input={}), NOW)
+    with pytest.raises(StoreError, match=r"UNIQUE constraint failed: runs\.id"):
+        await store.create_run(NewRun(id="r1", workflow="w", input={}), NOW)
