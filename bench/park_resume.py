@@ -35,13 +35,15 @@ from engine.ports import ConnectorCall
 from engine.runtime import Engine, EngineOptions
 from engine.store.migrate import upgrade_to_head
 
+# prepare reads (a lookup, like the demo's ``demo-ledger lookup``); act writes.
 WORKFLOW = """
 connectors:
+  lookup: {type: python, function: "bench.park_resume:lookup", actions: {get: {kind: read}}}
   act: {type: python, function: "bench.park_resume:prepare", actions: {go: {kind: write}}}
 workflows:
   bench:
     nodes:
-      - {id: prepare, type: tool, function: "bench.park_resume:prepare",
+      - {id: prepare, type: connector, connector: lookup, action: get,
          args: {n: "{{ input.n }}"}}
       - {id: approve, type: approval, reason: "act on {{ input.n }}", channels: [web]}
       - {id: act, type: connector, connector: act, action: go, args: {n: "{{ input.n }}"}}
@@ -50,6 +52,11 @@ workflows:
 
 def prepare(n: int) -> dict[str, int]:
     return {"n": n}
+
+
+def lookup(action: str, args: dict[str, Any], idempotency_key: str) -> dict[str, Any]:
+    """The prepare step's read, as a python connector calls it."""
+    return prepare(int(args["n"]))
 
 
 class ActClock:

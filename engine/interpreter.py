@@ -7,7 +7,9 @@ executed. A recorded step whose node id or type differs from the graph at that p
 
 Side effects are at-least-once with idempotency: ``step_started`` is committed before a
 connector is called, and the call carries ``{run_id}:{step_id}:{attempt}``. After a crash a step
-with ``step_started`` and no ``step_completed`` is retried with the same key.
+with ``step_started`` and no ``step_completed`` is retried with the same key. A connector action
+declared ``kind: read`` has no side effect to guard: its ``step_started`` is committed with its
+result (and whatever follows it up to the next commit), one transaction fewer per read.
 
 A run that must wait (approval, gate diversion, manual takeover, child run) is parked: its
 status becomes ``waiting`` and its lease is given up in the same transaction that creates what
@@ -50,6 +52,8 @@ from engine.store import NewRun
 
 log = logging.getLogger(__name__)
 
+Written = tuple[Run, list[JournalEntry]]
+
 MAX_ATTEMPTS = 3
 _RETRY_BACKOFF_SECONDS = (0.2, 1.0)
 
@@ -58,22 +62,28 @@ class Interpreter:
     def __init__(self, services: Services) -> None:
         self.s = services
 
-    async def advance(self, run_id: str, owner: str) -> RunStatus | None:
+    async def advance(
+        self, run_id: str, owner: str, written: Written | None = None
+    ) -> RunStatus | None:
         """Move a claimed run as far as it can go. Returns its new status, or None when the
-        run is no longer ours (lease lost, cancelled meanwhile)."""
+        run is no longer ours (lease lost, cancelled meanwhile). ``written``: the run and its
+        journal as the transaction that created it claimed wrote them, not read back."""
         for _ in range(20):
             try:
-                return await self._advance_once(run_id, owner)
+                return await self._advance_once(run_id, owner, written)
             except _Restart:
+                written = None
                 continue  # events we did not write appeared (an operator's request): replay
             except TransitionRefused:
                 return None
         log.error("run %s kept changing under the worker; giving it back", run_id)
         return None
 
-    async def _advance_once(self, run_id: str, owner: str) -> RunStatus | None:
+    async def _advance_once(
+        self, run_id: str, owner: str, written: Written | None
+    ) -> RunStatus | None:
         s = self.s
-        run, journal = await s.store.run_and_journal(run_id)
+        run, journal = written or await s.store.run_and_journal(run_id)
         if run.status != RunStatus.RUNNING or run.lease_owner != owner:
             return None
         walk = _Walk(self, run, owner, journal)
@@ -362,8 +372,10 @@ class _Walk:
             if not approved:
                 return await self.fail(node, denial_text(data), step_failed=True)
         attempt = 1 + step.count(JournalEvent.STEP_FAILED, retryable=True)
+        reads_only = s.reads_only(node)
         while True:
-            await self._commit([])  # step_started (and what came before) is durable first
+            if not reads_only:
+                await self._commit([])  # step_started (and what came before) is durable first
             try:
                 output = await call_step(self.s, self.run, node, args, attempt, self.context)
                 break

@@ -15,6 +15,7 @@ from engine.call_workflow import held_call_connectors, is_call_workflow
 from engine.callbacks import CallbackSink
 from engine.calls import HeldCalls
 from engine.config import AppConfig
+from engine.config_connectors import ActionKind
 from engine.connectors import ConnectorRegistry
 from engine.connectors.demo_ledger import DemoLedger
 from engine.connectors.http import HttpConnector
@@ -24,7 +25,7 @@ from engine.errors import InvalidRequest
 from engine.gate import ConfidenceGate
 from engine.interpreter import Interpreter
 from engine.llm import OpenAICompatibleSampler
-from engine.model import Principal, Role, Run
+from engine.model import Node, NodeType, Principal, Role, Run
 from engine.ports import Clock, Connector, IdSource, Sampler, StepGate, SystemClock, UuidSource
 from engine.services import Services
 from engine.store import Database, NewRun, SqlStore
@@ -86,6 +87,7 @@ class Engine:
                 wake=self.wake,
                 wake_outbox=self.wake_outbox,
                 stopping=lambda: self.workers.stopping,
+                reads_only=self._reads_only,
             )
         )
         server = config.server
@@ -139,6 +141,14 @@ class Engine:
         """Runs may be ready (and a decision may have queued chat messages)."""
         self.workers.wake()
         self.dispatcher.wake()
+
+    def _reads_only(self, node: Node) -> bool:
+        """Whether ``node`` calls a connector action declared ``kind: read``."""
+        if node.type != NodeType.CONNECTOR:
+            return False
+        connector = self.config.connectors.get(node.connector or "")
+        action = connector.actions.get(node.action or "") if connector is not None else None
+        return action is not None and action.kind == ActionKind.READ
 
     def wake_outbox(self) -> None:
         self.dispatcher.wake()

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from engine.connectors import ConnectorRegistry
-from engine.model import Workflow
+from engine.model import Node, Workflow
 from engine.ports import Clock, IdSource, Sampler, StepGate
 from engine.store import SqlStore
 
@@ -34,3 +34,6 @@ class Services:
     wake: Callable[[], None] = lambda: None  # runs became ready
     wake_outbox: Callable[[], None] = lambda: None  # chat messages were queued
     stopping: Callable[[], bool] = lambda: False  # the process is shutting down
+    # A connector action declared ``kind: read``: no side effect, so its ``step_started`` is
+    # committed with its result rather than before the call (a crash repeats a read, harmless).
+    reads_only: Callable[[Node], bool] = lambda node: False

@@ -17,7 +17,7 @@ from datetime import timedelta
 from engine import crashpoints, reminders
 from engine.background import BackgroundLoop, cancel_and_wait
 from engine.errors import SignoffError
-from engine.interpreter import Interpreter
+from engine.interpreter import Interpreter, Written
 from engine.ports import Clock
 from engine.store import Adopt, OutboxFor, SqlStore
 
@@ -79,7 +79,7 @@ class Workers:
             return
         self._reserved -= 1
         if offer.run_id is not None:
-            self._spawn(offer.run_id)
+            self._spawn(offer.run_id, offer.written)
         else:
             self._wakeup.set()
 
@@ -126,8 +126,8 @@ class Workers:
             # claim is still set, so the wait below returns at once for it.
             await self._wait(self.poll_seconds)
 
-    def _spawn(self, run_id: str) -> None:
-        task = asyncio.create_task(self._advance(run_id), name=f"run-{run_id}")
+    def _spawn(self, run_id: str, written: Written | None = None) -> None:
+        task = asyncio.create_task(self._advance(run_id, written), name=f"run-{run_id}")
         self._active.add(task)
         task.add_done_callback(self._done)
 
@@ -140,10 +140,10 @@ class Workers:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wakeup.wait(), timeout)
 
-    async def _advance(self, run_id: str) -> None:
+    async def _advance(self, run_id: str, written: Written | None) -> None:
         heartbeat = asyncio.create_task(self._heartbeat(run_id))
         try:
-            await self.interpreter.advance(run_id, self.owner)
+            await self.interpreter.advance(run_id, self.owner, written)
         except asyncio.CancelledError:
             raise
         except SignoffError as exc:

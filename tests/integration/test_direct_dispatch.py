@@ -122,3 +122,28 @@ async def test_deny_and_release_resume_here_too(migrated_db_url: str, verb: str)
     finally:
         await engine.stop()
     assert claims == []
+
+
+async def test_a_new_run_is_advanced_from_what_its_creation_wrote(migrated_db_url: str) -> None:
+    """The worker that a new run is created claimed for starts from the run and journal the
+    creating transaction wrote, without reading them back; a decision's worker reads them."""
+    engine = make_engine(migrated_db_url, FLOW, server=SLOW_POLL)
+    reads: list[str] = []
+    read = engine.store.run_and_journal
+
+    async def counted(run_id: str) -> Any:
+        reads.append(run_id)
+        return await read(run_id)
+
+    engine.store.run_and_journal = counted  # type: ignore[method-assign]
+    await engine.start()
+    try:
+        run_id, request_id = await parked(engine)
+        assert reads == []
+        await engine.approvals.grant(request_id, person("bob"), release=True)
+        await wait_status(engine, run_id, RunStatus.COMPLETED)
+        events = [e.event.value for e in await engine.store.journal(run_id)]
+    finally:
+        await engine.stop()
+    assert reads == [run_id]
+    assert events[:4] == ["run_started", "step_started", "takeover_requested", "run_waiting"]

@@ -60,3 +60,53 @@ async def test_deny_follows_on_deny(engine):
     assert await wait_status(engine, run.id, RunStatus.COMPLETED) == RunStatus.COMPLETED
     ledger = await engine.store.ledger(run_id=run.id)
     assert [row["action"] for row in ledger] == ["lookup", "note"]
+
+
+class JournalProbe:
+    """A connector that reads, at the moment it is called, which of its step's events the
+    database already holds."""
+
+    def __init__(self) -> None:
+        self.engine = None
+        self.seen: dict[str, list[JournalEvent]] = {}
+
+    async def call(self, call):
+        journal = await self.engine.store.journal(call.run_id)
+        self.seen[call.step_id] = [e.event for e in journal if e.step_id == call.step_id]
+        return {"ok": True}
+
+
+async def test_read_actions_commit_step_started_with_their_result(migrated_db_url):
+    """A write action is called only once its ``step_started`` is committed (a crash during the
+    call retries it with the same key); a ``kind: read`` action has nothing to guard, and its
+    ``step_started`` is committed with its result, one transaction fewer."""
+    probe = JournalProbe()
+    extra = """
+    connectors:
+      probe:
+        type: python
+        function: "tests.support.engines:unused"
+        actions: {get: {kind: read}, put: {kind: write}}
+    """
+    flow = """
+    probed:
+      nodes:
+        - {id: read, type: connector, connector: probe, action: get, args: {}}
+        - {id: write, type: connector, connector: probe, action: put, args: {}}
+    """
+    engine = make_engine(migrated_db_url, flow, extra=extra, extra_connectors={"probe": probe})
+    probe.engine = engine
+    await engine.start()
+    try:
+        run, _ = await engine.start_run("probed", {}, AGENT)
+        assert await wait_status(engine, run.id, RunStatus.COMPLETED) == RunStatus.COMPLETED
+        events = [(e.step_id, e.event) for e in await engine.store.journal(run.id)]
+    finally:
+        await engine.stop()
+    assert probe.seen == {"read": [], "write": [JournalEvent.STEP_STARTED]}
+    assert events[1:5] == [
+        ("read", JournalEvent.STEP_STARTED),
+        ("read", JournalEvent.STEP_COMPLETED),
+        ("write", JournalEvent.STEP_STARTED),
+        ("write", JournalEvent.STEP_COMPLETED),
+    ]
