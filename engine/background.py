@@ -16,11 +16,21 @@ async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
     current = asyncio.current_task()
     before = current.cancelling() if current is not None else 0
     task.cancel()
-    try:
-        await task
-    except asyncio.CancelledError:
-        if current is not None and current.cancelling() > before:
-            raise
+    while not task.done():
+        try:
+            await asyncio.wait({task}, timeout=_AGAIN_SECONDS)
+        except asyncio.CancelledError:
+            if current is not None and current.cancelling() > before:
+                raise
+        if not task.done():
+            # It swallowed the cancellation (a driver turned it into an error of its own that
+            # the task's loop caught and retried): cancel it again rather than wait forever.
+            task.cancel()
+    if not task.cancelled():
+        task.result()  # its own error, as ``await task`` would raise it
+
+
+_AGAIN_SECONDS = 1.0
 
 
 class BackgroundLoop:

@@ -73,3 +73,25 @@ async def test_cleanup_inside_a_cancelled_task_goes_on() -> None:
     with contextlib.suppress(asyncio.CancelledError):
         await task
     assert steps == ["helper stopped", "cleanup finished"]
+
+
+async def test_a_task_that_swallows_a_cancellation_is_cancelled_again(monkeypatch) -> None:
+    """A loop whose driver turns the cancellation into an error of its own, which the loop
+    catches and retries (as a reconnect loop does), still ends: ``stop`` never hangs."""
+    monkeypatch.setattr("engine.background._AGAIN_SECONDS", 0.01)
+    swallowed = 0
+
+    async def retrying() -> None:
+        nonlocal swallowed
+        while True:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                if swallowed:
+                    raise
+                swallowed += 1  # the first one is lost, as ConnectionError("closed") would be
+
+    task = asyncio.create_task(retrying())
+    await asyncio.sleep(0)
+    await asyncio.wait_for(cancel_and_wait(task), timeout=5)
+    assert task.cancelled() and swallowed == 1
