@@ -57,8 +57,8 @@ class Adopt:
     until: datetime
     run_id: str | None = None
     written: tuple[Run, list[JournalEntry]] | None = None
-    """The run and its journal as a creating transaction wrote them: its worker starts from
-    them instead of reading them back."""
+    """The run and its journal as the claiming transaction left them: its worker starts from
+    them instead of reading them again in a transaction of its own."""
 
 
 class StoreBase:
@@ -266,6 +266,21 @@ def _append_statement(guard: Guard, shape: tuple[tuple[str, bool], ...]) -> Fast
             .returning(t.runs.c.next_seq)
         )
     return stmt
+
+
+_RUN = Fast(select(t.runs).where(t.runs.c.id == bindparam("run_id")))
+_JOURNAL = Fast(
+    select(t.journal).where(t.journal.c.run_id == bindparam("run_id")).order_by(t.journal.c.seq)
+)
+
+
+def read_run_and_journal(conn: Connection, run_id: str) -> tuple[Run, list[JournalEntry]]:
+    """A run and its whole journal (what a worker replays)."""
+    row = _RUN(conn, {"run_id": run_id}).mappings().first()
+    if row is None:
+        raise NotFound(f"run {run_id} not found", run_id=run_id)
+    entries = _JOURNAL(conn, {"run_id": run_id}).mappings()
+    return run_from_row(row), [journal_from_row(r) for r in entries]
 
 
 def append_journal(

@@ -31,11 +31,11 @@ from engine.store.base import (
     append_journal,
     insert_outbox,
     journal_from_row,
+    read_run_and_journal,
     run_from_row,
     takeover_values,
 )
 from engine.store.db import mark_ready
-from engine.store.fast import Fast
 from engine.store.tables import UTCDateTime
 
 
@@ -54,10 +54,6 @@ class NewRun:
     """A queued run created claimed (running) by this worker instead: no queue round trip."""
 
 
-_RUN = Fast(select(t.runs).where(t.runs.c.id == bindparam("run_id")))
-_JOURNAL = Fast(
-    select(t.journal).where(t.journal.c.run_id == bindparam("run_id")).order_by(t.journal.c.seq)
-)
 _CLAIMS: dict[bool, Any] = {}
 
 
@@ -180,11 +176,7 @@ class RunStore(StoreBase):
         """A run and its whole journal, read together (what a worker replays)."""
 
         def work(conn: Connection) -> tuple[Run, list[JournalEntry]]:
-            row = _RUN(conn, {"run_id": run_id}).mappings().first()
-            if row is None:
-                raise NotFound(f"run {run_id} not found", run_id=run_id)
-            entries = _JOURNAL(conn, {"run_id": run_id}).mappings()
-            return run_from_row(row), [journal_from_row(r) for r in entries]
+            return read_run_and_journal(conn, run_id)
 
         return await self.db.transact(work, write=False)
 

@@ -34,6 +34,7 @@ from engine.store.base import (
     StoreBase,
     append_journal,
     insert_outbox,
+    read_run_and_journal,
     takeover_from_row,
     takeover_values,
 )
@@ -336,7 +337,7 @@ class TakeoverStore(StoreBase):
         values: dict[str, Any] = {"status": REQUEUE}
         adopted = adopt is not None and self._parked(conn, run_id)
         if adopt is not None:
-            adopt.run_id = None
+            adopt.run_id, adopt.written = None, None
             if adopted:
                 values = {
                     "status": RunStatus.RUNNING.value,
@@ -347,6 +348,7 @@ class TakeoverStore(StoreBase):
         if adopted:
             assert adopt is not None
             adopt.run_id = run_id
+            adopt.written = read_run_and_journal(conn, run_id)
         else:
             mark_ready(conn)
 
