@@ -3,6 +3,10 @@ SQLAlchemy gives, and a write after the database is closed fails instead of wait
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+import threading
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -53,3 +57,35 @@ async def test_a_constraint_error_is_sqlalchemys(store: SqlStore) -> None:
     await store.create_run(NewRun(id="r1", workflow="w", input={}), NOW)
     with pytest.raises(StoreError, match=r"UNIQUE constraint failed: runs\.id"):
         await store.create_run(NewRun(id="r1", workflow="w", input={}), NOW)
+
+
+async def test_a_lone_write_commits_on_the_callers_thread(store: SqlStore) -> None:
+    def where(conn) -> str:
+        conn.execute(text("CREATE TABLE IF NOT EXISTS probe (x INTEGER)"))
+        return threading.current_thread().name
+
+    assert await store.db.transact(where) == threading.current_thread().name
+    # Queued behind others, units go to the writer and are committed together.
+    names = await asyncio.gather(*(store.db.transact(where) for _ in range(20)))
+    assert "signoff-sqlite-writer" in names
+
+
+async def test_another_process_holding_the_lock_never_blocks_the_loop(
+    store: SqlStore, tmp_path
+) -> None:
+    """The caller's thread does not wait for SQLite's lock: the write goes to the writer
+    thread, which waits for it, and the event loop goes on meanwhile."""
+    other = sqlite3.connect(tmp_path / "w.db", isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another process's write transaction
+    write = asyncio.create_task(store.create_run(NewRun(id="r1", workflow="w", input={}), NOW))
+    ticks = 0
+    for _ in range(20):  # the loop runs: each sleep returns on time
+        started = time.monotonic()
+        await asyncio.sleep(0.01)
+        assert time.monotonic() - started < 0.5
+        ticks += 1
+    assert not write.done() and ticks == 20
+    other.execute("COMMIT")
+    other.close()
+    run, created = await asyncio.wait_for(write, timeout=10)
+    assert created and run.id == "r1"
