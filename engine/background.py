@@ -13,6 +13,10 @@ async def cancel_and_wait(task: asyncio.Task[Any]) -> None:
     around the wait would swallow both, and the caller would go on running. A caller that was
     already being cancelled when it called (cleanup in a cancelled task: ``run_app`` stops
     the server so) carries on with its cleanup."""
+    if task.done():
+        if not task.cancelled():
+            task.result()
+        return
     current = asyncio.current_task()
     before = current.cancelling() if current is not None else 0
     task.cancel()
