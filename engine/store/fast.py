@@ -87,7 +87,7 @@ class _Mappings:
 class _Compiled:
     """One statement compiled for SQLite with one set of parameter names."""
 
-    __slots__ = ("binds", "fixed", "keys", "names", "results", "sql")
+    __slots__ = ("binds", "fixed", "keys", "names", "processed", "sql")
 
     def __init__(self, stmt: Any, dialect: Dialect, keys: Sequence[str] | None) -> None:
         compiled = stmt.compile(dialect=dialect, column_keys=list(keys) if keys else None)
@@ -115,8 +115,11 @@ class _Compiled:
             (name, processors.get(name)) for name in self.names
         )
         self.keys: tuple[str, ...] = tuple(c.keyname for c in compiled._result_columns)
-        self.results: tuple[Callable[[Any], Any] | None, ...] = tuple(
-            c.type._cached_result_processor(dialect, None) for c in compiled._result_columns
+        # The result columns that need converting (JSON, timestamps), by position.
+        self.processed: tuple[tuple[int, Callable[[Any], Any]], ...] = tuple(
+            (i, process)
+            for i, c in enumerate(compiled._result_columns)
+            if (process := c.type._cached_result_processor(dialect, None)) is not None
         )
 
     def args(self, params: Params) -> tuple[Any, ...]:
@@ -129,16 +132,18 @@ class _Compiled:
 
     def rows(self, cursor: sqlite3.Cursor) -> list[tuple[Any, ...]]:
         fetched = cursor.fetchall()
-        results = self.results
-        if not any(results):
+        processed = self.processed
+        if not processed:
             return fetched
-        return [
-            tuple(
-                value if process is None or value is None else process(value)
-                for process, value in zip(results, row, strict=True)
-            )
-            for row in fetched
-        ]
+        rows = []
+        for fetched_row in fetched:
+            row = list(fetched_row)
+            for i, process in processed:
+                value = row[i]
+                if value is not None:
+                    row[i] = process(value)
+            rows.append(tuple(row))
+        return rows
 
 
 class _Unsupported(Exception):
