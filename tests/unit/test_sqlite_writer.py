@@ -89,3 +89,6 @@ async def test_another_process_holding_the_lock_never_blocks_the_loop(
     other.close()
     run, created = await asyncio.wait_for(write, timeout=10)
     assert created and run.id == "r1"
+    # The connection that met the lock is fine for the next write.
+    _, created = await store.create_run(NewRun(id="r2", workflow="w", input={}), NOW)
+    assert created
