@@ -141,13 +141,7 @@ class Workers:
             await asyncio.wait_for(self._wakeup.wait(), timeout)
 
     async def _advance(self, run_id: str, written: Written | None) -> None:
-        # Most advances end long before the first renewal is due: the heartbeat task is
-        # started by a timer only for those that do not.
-        heartbeat: list[asyncio.Task[None]] = []
-        interval = max(self.lease.total_seconds() / 3, 0.05)
-        timer = asyncio.get_running_loop().call_later(
-            interval, lambda: heartbeat.append(asyncio.create_task(self._heartbeat(run_id)))
-        )
+        heartbeat = asyncio.create_task(self._heartbeat(run_id))
         try:
             await self.interpreter.advance(run_id, self.owner, written)
         except asyncio.CancelledError:
@@ -157,24 +151,21 @@ class Workers:
         except Exception:
             log.exception("run %s: unexpected error (the lease will hand it on)", run_id)
         finally:
-            timer.cancel()
-            for task in heartbeat:
-                await cancel_and_wait(task)
+            await cancel_and_wait(heartbeat)
 
     async def _heartbeat(self, run_id: str) -> None:
-        """Renews the lease now, then every third of it."""
         interval = max(self.lease.total_seconds() / 3, 0.05)
         while True:
+            await asyncio.sleep(interval)
             try:
                 kept = await self.store.renew_lease(
                     run_id, self.owner, self.clock.now() + self.lease
                 )
             except SignoffError as exc:
                 log.warning("renewing the lease of %s failed: %s", run_id, exc)
-                kept = True  # try again at the next beat
+                continue
             if not kept:
                 return
-            await asyncio.sleep(interval)
 
 
 class Sweeper(BackgroundLoop):

@@ -155,6 +155,7 @@ class TakeoverStore(StoreBase):
         """The unit of work of ``grant``, to compose with others in one transaction."""
 
         def work(conn: Connection) -> TakeoverRequest:
+            _unclaimed(adopt)
             params = {
                 "request_id": request_id,
                 "now": now,
@@ -230,6 +231,7 @@ class TakeoverStore(StoreBase):
         """The unit of work of ``deny``, to compose with others in one transaction."""
 
         def work(conn: Connection) -> TakeoverRequest:
+            _unclaimed(adopt)
             tr = t.takeover_requests
             row = (
                 conn.execute(
@@ -293,6 +295,7 @@ class TakeoverStore(StoreBase):
         """The unit of work of ``release``, to compose with others in one transaction."""
 
         def work(conn: Connection) -> TakeoverRequest:
+            _unclaimed(adopt)
             tr = t.takeover_requests
             row = (
                 conn.execute(
@@ -425,6 +428,13 @@ class TakeoverStore(StoreBase):
             return after
 
         return await self.db.transact(work)
+
+
+def _unclaimed(adopt: Adopt | None) -> None:
+    """At the start of each attempt of a unit: a claim made by an attempt that was rolled
+    back (and retried) must not reach the worker."""
+    if adopt is not None:
+        adopt.run_id, adopt.written = None, None
 
 
 def _release_events(request_id: str, step_id: str | None, person: str) -> list[NewEvent]:
