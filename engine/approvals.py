@@ -3,6 +3,9 @@
 Every front end (REST API, Slack buttons, Teams invokes, the web page) calls these methods with
 the acting ``Principal``; authorization happens here, once, for all of them. The store applies
 each decision as one conditional UPDATE, so double clicks and races yield exactly one decision.
+A decision is authorized inside its own transaction, on the request row the UPDATE returns (or,
+when it matched nothing, the row as it stands): a refusal rolls the decision back, and no
+separate read comes first.
 """
 
 from __future__ import annotations
@@ -80,19 +83,19 @@ class Approvals:
         sdp_offer: str | None = None,
         release: bool = False,
     ) -> TakeoverRequest:
-        request = await self.store.get_takeover(request_id)
-        self._authorize(request, who)
+        notes = _notes(notes)
         offer = self._offer() if release else None
         try:
             after = await self.store.grant(
                 request_id,
                 who.name,
                 self.clock.now(),
-                notes=_notes(notes),
+                notes=notes,
                 sdp_offer=sdp_offer,
                 release=release,
                 outbox=notify.card_changed,
                 adopt=offer,
+                check=lambda request: self._authorize(request, who),
             )
         finally:
             self._settle(offer)
@@ -103,19 +106,23 @@ class Approvals:
     async def deny(
         self, request_id: str, who: Principal, *, notes: str | None = None
     ) -> TakeoverRequest:
-        request = await self.store.get_takeover(request_id)
-        self._authorize(request, who)
-        if request.deny_reason_required and not (notes or "").strip():
-            raise InvalidRequest("a reason is required to deny this request")
+        notes = _notes(notes)
+
+        def check(request: TakeoverRequest) -> None:
+            self._authorize(request, who)
+            if request.deny_reason_required and not (notes or "").strip():
+                raise InvalidRequest("a reason is required to deny this request")
+
         offer = self._offer()
         try:
             after = await self.store.deny(
                 request_id,
                 who.name,
                 self.clock.now(),
-                notes=_notes(notes),
+                notes=notes,
                 outbox=notify.card_changed,
                 adopt=offer,
+                check=check,
             )
         finally:
             self._settle(offer)
@@ -123,13 +130,19 @@ class Approvals:
         return after
 
     async def release(self, request_id: str, who: Principal) -> TakeoverRequest:
-        request = await self.store.get_takeover(request_id)
-        if request.decided_by != who.name and not who.is_admin:
-            self._authorize(request, who)
+        def check(request: TakeoverRequest) -> None:
+            if request.decided_by != who.name and not who.is_admin:
+                self._authorize(request, who)
+
         offer = self._offer()
         try:
             after = await self.store.release(
-                request_id, who.name, self.clock.now(), outbox=notify.card_changed, adopt=offer
+                request_id,
+                who.name,
+                self.clock.now(),
+                outbox=notify.card_changed,
+                adopt=offer,
+                check=check,
             )
         finally:
             self._settle(offer)

@@ -43,6 +43,9 @@ from engine.store.fast import Fast
 from engine.store.tables import UTCDateTime
 
 OutboxFor = Callable[[TakeoverRequest], Sequence[OutboxMessage]]
+Check = Callable[[TakeoverRequest], None]
+"""Called in a decision's transaction with the request as it stands (the caller's
+authorization): raising rolls the decision back."""
 
 _OPEN = (TakeoverStatus.PENDING.value, TakeoverStatus.GRANTED.value)
 _LIVE_RUN = [s.value for s in RunStatus if s not in TERMINAL_RUN_STATUSES]
@@ -123,6 +126,7 @@ class TakeoverStore(StoreBase):
         release: bool = False,
         outbox: OutboxFor | None = None,
         adopt: Adopt | None = None,
+        check: Check | None = None,
     ) -> TakeoverRequest:
         """Record ``person``'s grant. When the quorum is reached the request becomes granted
         (and released too, with ``release``), and the run is re-queued (or claimed by
@@ -137,6 +141,7 @@ class TakeoverStore(StoreBase):
                 release=release,
                 outbox=outbox,
                 adopt=adopt,
+                check=check,
             )
         )
 
@@ -151,6 +156,7 @@ class TakeoverStore(StoreBase):
         release: bool = False,
         outbox: OutboxFor | None = None,
         adopt: Adopt | None = None,
+        check: Check | None = None,
     ) -> Callable[[Connection], TakeoverRequest]:
         """The unit of work of ``grant``, to compose with others in one transaction."""
 
@@ -165,7 +171,9 @@ class TakeoverStore(StoreBase):
             }
             row = _grant_statement(release)(conn, params).mappings().one_or_none()
             if row is None:
-                raise _already_decided(conn, request_id, now)
+                raise _already_decided(conn, request_id, now, check)
+            if check is not None:
+                check(takeover_from_row(row))
             voted = self.fast_insert_ignore_on(t.takeover_votes, "request_id", "person")(
                 conn,
                 {"request_id": request_id, "person": person, "notes": notes, "at": now},
@@ -211,11 +219,14 @@ class TakeoverStore(StoreBase):
         notes: str | None = None,
         outbox: OutboxFor | None = None,
         adopt: Adopt | None = None,
+        check: Check | None = None,
     ) -> TakeoverRequest:
         """Deny a pending request; the run is re-queued (or claimed by ``adopt``) to follow
         its deny path or fail."""
         return await self.db.transact(
-            self.deny_unit(request_id, person, now, notes=notes, outbox=outbox, adopt=adopt)
+            self.deny_unit(
+                request_id, person, now, notes=notes, outbox=outbox, adopt=adopt, check=check
+            )
         )
 
     def deny_unit(
@@ -227,6 +238,7 @@ class TakeoverStore(StoreBase):
         notes: str | None = None,
         outbox: OutboxFor | None = None,
         adopt: Adopt | None = None,
+        check: Check | None = None,
     ) -> Callable[[Connection], TakeoverRequest]:
         """The unit of work of ``deny``, to compose with others in one transaction."""
 
@@ -253,7 +265,9 @@ class TakeoverStore(StoreBase):
                 .one_or_none()
             )
             if row is None:
-                raise _already_decided(conn, request_id, now)
+                raise _already_decided(conn, request_id, now, check)
+            if check is not None:
+                check(takeover_from_row(row))
             run_id, step_id = row["run_id"], row["step_id"]
             event = NewEvent(
                 JournalEvent.TAKEOVER_DENIED,
@@ -276,11 +290,12 @@ class TakeoverStore(StoreBase):
         *,
         outbox: OutboxFor | None = None,
         adopt: Adopt | None = None,
+        check: Check | None = None,
     ) -> TakeoverRequest:
         """Hand a granted request back: the run is re-queued (or claimed by ``adopt``) and
         resumes at the approval."""
         return await self.db.transact(
-            self.release_unit(request_id, person, now, outbox=outbox, adopt=adopt)
+            self.release_unit(request_id, person, now, outbox=outbox, adopt=adopt, check=check)
         )
 
     def release_unit(
@@ -291,6 +306,7 @@ class TakeoverStore(StoreBase):
         *,
         outbox: OutboxFor | None = None,
         adopt: Adopt | None = None,
+        check: Check | None = None,
     ) -> Callable[[Connection], TakeoverRequest]:
         """The unit of work of ``release``, to compose with others in one transaction."""
 
@@ -311,11 +327,15 @@ class TakeoverStore(StoreBase):
             )
             if row is None:
                 current = _load(conn, request_id)
+                if check is not None:
+                    check(current)
                 raise TransitionRefused(
                     f"request {request_id} is {current.status}, not granted",
                     current=current.status.value,
                     request_id=request_id,
                 )
+            if check is not None:
+                check(takeover_from_row(row))
             run_id, step_id = row["run_id"], row["step_id"]
             events = _release_events(request_id, step_id, person)
             self._back_to_work(conn, run_id, events, now, adopt)
@@ -474,8 +494,14 @@ def _load(conn: Connection, request_id: str) -> TakeoverRequest:
     return _with_votes(conn, row)
 
 
-def _already_decided(conn: Connection, request_id: str, now: datetime) -> AlreadyDecided:
+def _already_decided(
+    conn: Connection, request_id: str, now: datetime, check: Check | None = None
+) -> AlreadyDecided:
+    """Why a decision's UPDATE matched no row; ``check`` first: a caller who may not
+    decide the request is told that, not who decided it."""
     current = _load(conn, request_id)
+    if check is not None:
+        check(current)
     status = current.status.value
     if current.status == TakeoverStatus.PENDING and current.expires_at <= now:
         status = TakeoverStatus.EXPIRED.value  # the sweeper has not caught up yet

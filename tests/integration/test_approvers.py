@@ -154,6 +154,11 @@ async def test_non_approver_is_refused(api: Api) -> None:
         assert "not an approver" in body["message"]
     assert await state(api, run_id, request_id) == before
     assert before[1].status == TakeoverStatus.PENDING
+    # Once decided, a non-approver is still told they may not decide, not who did.
+    status, body = await decide(api, run_id, request_id, "carol")
+    assert status == 200 and body["status"] == "released", body
+    status, body = await decide(api, run_id, request_id, "dave")
+    assert status == 403 and "not an approver" in body["message"], body
 
 
 async def test_agent_token_cannot_decide(api: Api) -> None:
