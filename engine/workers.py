@@ -106,16 +106,17 @@ class Workers:
             claimed = 0
             free = self.concurrency - len(self._active) - self._reserved
             if free > 0:
+                written: dict[str, Written] = {}
                 try:
                     ids = await self.store.claim_runs(
-                        self.owner, self.clock.now(), self.lease, free
+                        self.owner, self.clock.now(), self.lease, free, read=written
                     )
                 except SignoffError as exc:
                     log.warning("claiming runs failed: %s", exc)
                     ids = []
                 claimed = len(ids)
                 for run_id in ids:
-                    self._spawn(run_id)
+                    self._spawn(run_id, written.get(run_id))
             self._more_queued = claimed >= free
             if claimed and claimed == free:
                 await asyncio.sleep(0)  # more may be waiting: claim again once a slot frees

@@ -181,13 +181,27 @@ class RunStore(StoreBase):
         return await self.db.transact(work, write=False)
 
     async def claim_runs(
-        self, owner: str, now: datetime, lease: timedelta, limit: int
+        self,
+        owner: str,
+        now: datetime,
+        lease: timedelta,
+        limit: int,
+        *,
+        read: dict[str, tuple[Run, list[JournalEntry]]] | None = None,
     ) -> list[str]:
-        """Take up to ``limit`` queued runs (or running runs whose lease ran out) for ``owner``."""
+        """Take up to ``limit`` queued runs (or running runs whose lease ran out) for ``owner``.
+        With ``read``, each claimed run and its journal, read in the claiming transaction, are
+        put there: what its worker replays first, with no read of its own."""
 
         def work(conn: Connection) -> list[str]:
+            if read is not None:
+                read.clear()  # from an attempt that was rolled back
             params = {"now": now, "owner": owner, "until": now + lease, "limit": limit}
-            return list(conn.execute(_claim_statement(self.db.is_sqlite), params).scalars())
+            ids = list(conn.execute(_claim_statement(self.db.is_sqlite), params).scalars())
+            if read is not None:
+                for run_id in ids:
+                    read[run_id] = read_run_and_journal(conn, run_id)
+            return ids
 
         if await self.nothing_to_claim(_ANY_CLAIMABLE, {"now": now}):
             return []
