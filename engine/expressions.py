@@ -35,6 +35,9 @@ _LENIENT = _DataEnvironment(undefined=Undefined, autoescape=False)
 _DATA = (str, int, float, bool, type(None), list, dict, tuple)
 _SINGLE = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
 _MARKERS = ("{{", "{%", "{#")
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_DOTTED = re.compile(rf"^\s*{_NAME}(?:\.{_NAME})*\s*$")
+_LITERALS = frozenset({"true", "false", "none", "True", "False", "None"})
 
 
 @functools.lru_cache(maxsize=4096)
@@ -46,6 +49,26 @@ def _template(text: str, strict: bool) -> Template:
 @functools.lru_cache(maxsize=4096)
 def _expression(source: str) -> Callable[..., Any]:
     return _ENV.compile_expression(source, undefined_to_none=False)
+
+
+@functools.lru_cache(maxsize=4096)
+def _path(source: str) -> tuple[str, ...] | None:
+    """``input.order.id`` as its names; None for any other expression."""
+    if _DOTTED.match(source) is None:
+        return None
+    names = tuple(source.strip().split("."))
+    return None if names[0] in _LITERALS else names
+
+
+def _lookup(names: tuple[str, ...], context: Mapping[str, Any]) -> tuple[bool, Any]:
+    """A dotted path through mappings, as ``_DataEnvironment`` reads it when every name is a
+    key; (False, None) when one is not (jinja then says why, or reads an attribute)."""
+    value: Any = context
+    for name in names:
+        if not isinstance(value, Mapping) or name not in value:
+            return False, None
+        value = value[name]
+    return True, value
 
 
 def is_template(text: str) -> bool:
@@ -98,7 +121,11 @@ def _evaluate_text(text: str, context: Mapping[str, Any]) -> Any:
     try:
         single = _SINGLE.match(text)
         if single is not None:
-            value = _expression(single.group("expr"))(**context)
+            source = single.group("expr")
+            path = _path(source)
+            found, value = _lookup(path, context) if path is not None else (False, None)
+            if not found:
+                value = _expression(source)(**context)
             if isinstance(value, Undefined):
                 value._fail_with_undefined_error()
             if not isinstance(value, _DATA):

@@ -150,3 +150,36 @@ def test_syntax_check_and_detection() -> None:
 def test_a_field_named_like_a_dict_method_is_the_field(key: str) -> None:
     context = {"input": {key: "the data"}}
     assert evaluate("{{ input." + key + " }}", context) == "the data"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "input.n",
+        "input.customer.name",
+        "steps.lookup.output",
+        "input.items",
+        "input.evil",
+        " input.none ",
+        "true",
+        "none",
+        "False",
+    ],
+)
+def test_a_dotted_path_reads_what_jinja_reads(source: str) -> None:
+    """A plain dotted path is read without jinja; it must agree with jinja's reading."""
+    from engine.expressions import _expression
+
+    assert evaluate("{{" + source + "}}", CONTEXT) == _expression(source)(**CONTEXT)
+
+
+@pytest.mark.parametrize(
+    ("template", "refusal"),
+    [("{{ input.customer.name.upper }}", "not data"), ("{{ input.items.pop }}", "unsafe")],
+)
+def test_a_path_past_the_data_goes_to_jinja(template: str, refusal: str) -> None:
+    """A name that is not a key (an attribute of a string, a list, a number) is jinja's to
+    read, under the sandbox."""
+    with pytest.raises(StepError, match=refusal):
+        evaluate(template, CONTEXT)
+    assert evaluate("{{ input.n.real }}", CONTEXT) == 7
