@@ -41,7 +41,7 @@ class Approvals:
         clock: Clock,
         ids: IdSource,
         *,
-        wake: Callable[[], None] = lambda: None,
+        wake: Callable[[], None] = lambda: None,  # runs were queued
         wake_outbox: Callable[[], None] = lambda: None,
         workers: Workers | None = None,
         admins: Sequence[str] = (),
@@ -101,6 +101,8 @@ class Approvals:
             self._settle(offer)
         if after.status == TakeoverStatus.RELEASED:
             self._woken(offer, after)
+        elif notify.card_changed(after):
+            self.wake_outbox()  # a vote or a grant: the card shows it
         return after
 
     async def deny(
@@ -163,9 +165,9 @@ class Approvals:
 
     def _woken(self, offer: Adopt | None, after: TakeoverRequest) -> None:
         if offer is None or offer.run_id is None:
-            self.wake()
-        elif notify.card_changed(after):
-            self.wake_outbox()  # the run is already ours; its card's update goes out now
+            self.wake()  # the run was queued: a worker claims it
+        if notify.card_changed(after):
+            self.wake_outbox()  # the card's update goes out now
 
     async def answer(self, request_id: str, who: Principal, sdp_answer: str) -> TakeoverRequest:
         request = await self.store.get_takeover(request_id)

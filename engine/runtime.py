@@ -104,7 +104,7 @@ class Engine:
             self.store,
             self.clock,
             self.ids,
-            wake=self.wake,
+            wake=self.workers.wake,
             wake_outbox=self.wake_outbox,
             workers=self.workers,
             admins=config.admins,
@@ -219,7 +219,7 @@ class Engine:
         finally:
             self.workers.settle(offer)
         if created and offer is None:
-            self.wake()
+            self.workers.wake()  # a new run queues no chat message
         return run, created
 
     def principal_for_person(self, person: str) -> Principal:
