@@ -95,7 +95,7 @@ class StoreBase:
             matches = column == any_(array)
         return matches
 
-    async def nothing_to_claim(self, probe: Any, params: Mapping[str, Any]) -> bool:
+    async def nothing_to_claim(self, probe: Fast, params: Mapping[str, Any]) -> bool:
         """On SQLite, whether a claim would find nothing (``probe``: a SELECT of the claimable
         rows), asked with a read on the caller's thread rather than a write queued for the one
         writer. PostgreSQL claims in one round trip: there the claim is always made."""
@@ -103,7 +103,7 @@ class StoreBase:
             return False
 
         def work(conn: Connection) -> bool:
-            return conn.execute(probe, params).first() is None
+            return probe(conn, params).first() is None
 
         return await self.db.transact(work, write=False)
 

@@ -6,13 +6,16 @@ once), then marks each sent, to retry at a time, or failed for good."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, bindparam, func, or_, select, update
 from sqlalchemy.engine import Connection
 
 from engine.model import OutboxRecord
 from engine.store import tables as t
 from engine.store.base import StoreBase
+from engine.store.fast import Fast
+from engine.store.tables import UTCDateTime
 
 PENDING, SENT, FAILED = "pending", "sent", "failed"
 
@@ -32,6 +35,19 @@ def _record(row: object) -> OutboxRecord:
     )
 
 
+def _due(now: Any) -> ColumnElement[bool]:
+    """Pending, due, and not claimed by a live claim."""
+    ob = t.outbox
+    return and_(
+        ob.c.status == PENDING,
+        ob.c.next_attempt_at <= now,
+        or_(ob.c.claimed_until.is_(None), ob.c.claimed_until < now),
+    )
+
+
+_ANY_DUE = Fast(select(t.outbox.c.id).where(_due(bindparam("now", type_=UTCDateTime()))).limit(1))
+
+
 class OutboxStore(StoreBase):
     async def claim_outbox(
         self, owner: str, now: datetime, *, limit: int = 100, hold: timedelta
@@ -39,11 +55,7 @@ class OutboxStore(StoreBase):
         """Due messages, oldest first, claimed by ``owner`` until ``now + hold``."""
 
         ob = t.outbox
-        due = and_(
-            ob.c.status == PENDING,
-            ob.c.next_attempt_at <= now,
-            or_(ob.c.claimed_until.is_(None), ob.c.claimed_until < now),
-        )
+        due = _due(now)
 
         def work(conn: Connection) -> list[OutboxRecord]:
             pick = select(ob.c.id).where(due).order_by(ob.c.id).limit(limit)
@@ -57,7 +69,7 @@ class OutboxStore(StoreBase):
             )
             return sorted((_record(r) for r in rows), key=lambda m: m.id)
 
-        if await self.nothing_to_claim(select(ob.c.id).where(due).limit(1), {}):
+        if await self.nothing_to_claim(_ANY_DUE, {"now": now}):
             return []
         return await self.db.transact(work)
 

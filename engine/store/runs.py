@@ -36,6 +36,7 @@ from engine.store.base import (
     takeover_values,
 )
 from engine.store.db import mark_ready
+from engine.store.fast import Fast
 from engine.store.tables import UTCDateTime
 
 
@@ -54,7 +55,7 @@ class NewRun:
     """A queued run created claimed (running) by this worker instead: no queue round trip."""
 
 
-_CLAIMS: dict[bool, Any] = {}
+_CLAIMS: dict[bool, Fast] = {}
 
 
 def _claimable() -> Any:
@@ -68,10 +69,10 @@ def _claimable() -> Any:
     )
 
 
-_ANY_CLAIMABLE = select(t.runs.c.id).where(_claimable()).limit(1)
+_ANY_CLAIMABLE = Fast(select(t.runs.c.id).where(_claimable()).limit(1))
 
 
-def _claim_statement(sqlite: bool) -> Any:
+def _claim_statement(sqlite: bool) -> Fast:
     """The claimable runs, oldest first, claimed in one statement; built once per dialect
     (PostgreSQL skips rows another replica is claiming at the same moment)."""
     stmt = _CLAIMS.get(sqlite)
@@ -80,7 +81,7 @@ def _claim_statement(sqlite: bool) -> Any:
         pick = pick.limit(bindparam("limit", type_=Integer()))
         if not sqlite:
             pick = pick.with_for_update(skip_locked=True)
-        stmt = _CLAIMS[sqlite] = (
+        stmt = _CLAIMS[sqlite] = Fast(
             update(t.runs)
             .where(t.runs.c.id.in_(pick.scalar_subquery()))
             .values(
@@ -197,7 +198,7 @@ class RunStore(StoreBase):
             if read is not None:
                 read.clear()  # from an attempt that was rolled back
             params = {"now": now, "owner": owner, "until": now + lease, "limit": limit}
-            ids = list(conn.execute(_claim_statement(self.db.is_sqlite), params).scalars())
+            ids = list(_claim_statement(self.db.is_sqlite)(conn, params).scalars())
             if read is not None:
                 for run_id in ids:
                     read[run_id] = read_run_and_journal(conn, run_id)
