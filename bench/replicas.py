@@ -11,7 +11,11 @@ For each replica count, on a scratch database of its own: park ``--runs`` runs o
 - release-to-next-step latency p50/p99: ``--sample`` decisions one at a time, from the grant's
   response (committed) to the ``act`` step's call arriving here. Polling is set to a minute, so
   only LISTEN/NOTIFY can wake the replica that runs the step quickly;
-- the bare single-row commit rate of the same database, and decisions/commits.
+- the bare single-row commit rate of the same database, and decisions/commits;
+- CPU milliseconds per decision while the decisions run, per side: the replicas (all of them),
+  PostgreSQL (every ``postgres`` process) and this driver (its HTTP client and the ``act``
+  service). Their sum against the machine's cores bounds the rate any number of replicas can
+  reach here.
 Figures are printed, never asserted. Only 127.0.0.1 is contacted.
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -72,6 +77,41 @@ workflows:
 """
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_pids() -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == "postgres":
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
+def cpu_by_side(replica_pids: list[int]) -> dict[str, float]:
+    def total(pids: list[int]) -> float:
+        found = 0.0
+        for pid in pids:
+            try:
+                found += cpu_seconds(pid)
+            except OSError:
+                continue  # a backend that exited meanwhile
+        return found
+
+    return {
+        "replicas": total(replica_pids),
+        "postgres": total(postgres_pids()),
+        "driver": cpu_seconds(os.getpid()),
+    }
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -118,9 +158,14 @@ async def measure(db: str, replicas: int, runs: int, sample: int, arrivals: Arri
                         async with gate:
                             return await grant(i, run_id)
 
+                    replica_pids = [server.proc.pid for server in cluster.servers]
+                    cpu_before = cpu_by_side(replica_pids)
                     started = time.perf_counter()
                     await asyncio.gather(*(gated(i, r) for i, r in enumerate(bulk)))
                     decisions = len(bulk) / (time.perf_counter() - started)
+                    cpu_after = cpu_by_side(replica_pids)
+                    cpu_ms = {side: (cpu_after[side] - cpu_before[side]) * 1000 / len(bulk)
+                              for side in cpu_after}
 
                     latencies = []
                     for i, run_id in enumerate(timed):
@@ -132,7 +177,7 @@ async def measure(db: str, replicas: int, runs: int, sample: int, arrivals: Arri
                 await cluster.close()
         commits = await bare_commits(url)
     return {"decisions": decisions, "p50": statistics.median(latencies),
-            "p99": pct(latencies, 0.99), "commits": commits}
+            "p99": pct(latencies, 0.99), "commits": commits, "cpu_ms": cpu_ms}
 
 
 async def reachable(db: str) -> bool:
@@ -163,11 +208,15 @@ async def main(db: str, runs: int, sample: int, counts: list[int]) -> None:
     try:
         print(f"{runs} decisions (32 at a time) + {sample} timed one at a time, per row")
         print(f"{'replicas':>8} {'decisions/s':>12} {'p50 ms':>8} {'p99 ms':>8} "
-              f"{'commits/s':>10} {'ratio':>6}")
+              f"{'commits/s':>10} {'ratio':>6}   CPU ms per decision: replicas / postgres / "
+              f"driver = sum (cores: {os.cpu_count()})")
         for n in counts:
             r = await measure(db, n, runs, sample, arrivals)
+            cpu = r["cpu_ms"]
             print(f"{n:>8} {r['decisions']:>12.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} "
-                  f"{r['commits']:>10.0f} {r['decisions'] / r['commits']:>6.2f}", flush=True)
+                  f"{r['commits']:>10.0f} {r['decisions'] / r['commits']:>6.2f}   "
+                  f"{cpu['replicas']:.2f} / {cpu['postgres']:.2f} / {cpu['driver']:.2f} = "
+                  f"{sum(cpu.values()):.2f}", flush=True)
     finally:
         await runner.cleanup()
 

@@ -15,7 +15,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from engine import notify
-from engine.errors import Forbidden, InvalidRequest
+from engine.errors import Forbidden, InvalidRequest, NotFound
 from engine.model import (
     Principal,
     Role,
@@ -82,8 +82,16 @@ class Approvals:
         notes: str | None = None,
         sdp_offer: str | None = None,
         release: bool = False,
+        run_id: str | None = None,
     ) -> TakeoverRequest:
+        """``run_id``: the run the caller named with the request (a REST path); a request of
+        another run is not found."""
         notes = _notes(notes)
+
+        def check(request: TakeoverRequest) -> None:
+            _of_run(request, run_id)
+            self._authorize(request, who)
+
         offer = self._offer() if release else None
         try:
             after = await self.store.grant(
@@ -95,7 +103,7 @@ class Approvals:
                 release=release,
                 outbox=notify.card_changed,
                 adopt=offer,
-                check=lambda request: self._authorize(request, who),
+                check=check,
             )
         finally:
             self._settle(offer)
@@ -106,11 +114,17 @@ class Approvals:
         return after
 
     async def deny(
-        self, request_id: str, who: Principal, *, notes: str | None = None
+        self,
+        request_id: str,
+        who: Principal,
+        *,
+        notes: str | None = None,
+        run_id: str | None = None,
     ) -> TakeoverRequest:
         notes = _notes(notes)
 
         def check(request: TakeoverRequest) -> None:
+            _of_run(request, run_id)
             self._authorize(request, who)
             if request.deny_reason_required and not (notes or "").strip():
                 raise InvalidRequest("a reason is required to deny this request")
@@ -131,8 +145,11 @@ class Approvals:
         self._woken(offer, after)
         return after
 
-    async def release(self, request_id: str, who: Principal) -> TakeoverRequest:
+    async def release(
+        self, request_id: str, who: Principal, *, run_id: str | None = None
+    ) -> TakeoverRequest:
         def check(request: TakeoverRequest) -> None:
+            _of_run(request, run_id)
             if request.decided_by != who.name and not who.is_admin:
                 self._authorize(request, who)
 
@@ -218,6 +235,11 @@ class Approvals:
         return await self.store.cancel_run(
             run_id, who.name, self.clock.now(), outbox=notify.card_changed
         )
+
+
+def _of_run(request: TakeoverRequest, run_id: str | None) -> None:
+    if run_id is not None and request.run_id != run_id:
+        raise NotFound("no such takeover request on this run")
 
 
 def _notes(notes: str | None) -> str | None:

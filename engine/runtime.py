@@ -166,7 +166,7 @@ class Engine:
         self.sweeper.start()
         self.dispatcher.start()
         if not self.db.is_sqlite:
-            self.listener = PgListener(self.db.url, self.wake)
+            self.listener = PgListener(self.db.url, self.workers.wake, self.dispatcher.wake)
             self.listener.start()
         self._started = True
 

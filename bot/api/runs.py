@@ -223,13 +223,13 @@ async def list_takeovers(request: web.Request) -> web.Response:
 )
 async def grant(request: web.Request) -> web.Response:
     body = await read_body(request)
-    found = await _request_of_run(request)
     after = await _engine(request).approvals.grant(
-        found.id,
+        request.match_info["tkId"],
         principal(request),
         notes=body.get("notes"),
         sdp_offer=body.get("sdpOffer"),
         release=bool(body.get("release", False)),
+        run_id=request.match_info["id"],
     )
     return _tk(request, after)
 
@@ -244,9 +244,11 @@ async def grant(request: web.Request) -> web.Response:
 )
 async def deny(request: web.Request) -> web.Response:
     body = await read_body(request)
-    found = await _request_of_run(request)
     after = await _engine(request).approvals.deny(
-        found.id, principal(request), notes=body.get("notes")
+        request.match_info["tkId"],
+        principal(request),
+        notes=body.get("notes"),
+        run_id=request.match_info["id"],
     )
     return _tk(request, after)
 
@@ -276,8 +278,9 @@ async def answer(request: web.Request) -> web.Response:
 )
 async def release(request: web.Request) -> web.Response:
     await read_body(request)
-    found = await _request_of_run(request)
-    after = await _engine(request).approvals.release(found.id, principal(request))
+    after = await _engine(request).approvals.release(
+        request.match_info["tkId"], principal(request), run_id=request.match_info["id"]
+    )
     return _tk(request, after)
 
 

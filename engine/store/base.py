@@ -39,7 +39,7 @@ from engine.model import (
     Vote,
 )
 from engine.store import tables as t
-from engine.store.db import Database, mark_ready
+from engine.store.db import OUTBOX_READY, Database, mark_ready
 from engine.store.fast import Fast
 from engine.store.tables import UTCDateTime
 
@@ -334,7 +334,7 @@ def insert_outbox(
     """Queue chat messages in the caller's transaction; a dedupe key seen before is skipped."""
     if not messages:
         return
-    mark_ready(conn)
+    mark_ready(conn, OUTBOX_READY)
     store.fast_insert_ignore_on(t.outbox, "dedupe_key")(
         conn,
         [

@@ -56,7 +56,10 @@ SQLITE_BUSY_TIMEOUT_MS = 10_000
 _WRITE = "signoff_write"
 _READY = "signoff_ready"
 READY_CHANNEL = "signoff_ready"
-_NOTIFY = text(f"SELECT pg_notify('{READY_CHANNEL}', '')")
+RUNS_READY, OUTBOX_READY = "runs", "outbox"
+"""What a notification says is ready (its payload, comma-separated): each wakes only the
+loop that takes it (workers claim runs, dispatchers claim chat messages)."""
+_NOTIFY = text(f"SELECT pg_notify('{READY_CHANNEL}', :payload)")
 
 # PostgreSQL SQLSTATEs worth retrying: serialization failure, deadlock, connection failures.
 _PG_RETRY_STATES = {"40001", "40P01", "08000", "08003", "08006", "57P01", "57P02", "57P03"}
@@ -173,9 +176,10 @@ class Database:
             try:
                 async with conn.begin():
                     result = await work(conn)
-                    if conn.info.pop(_READY, False) and not self.is_sqlite:
+                    ready = conn.info.pop(_READY, None)
+                    if ready and not self.is_sqlite:
                         # Delivered by PostgreSQL exactly when this transaction commits.
-                        await conn.execute(_NOTIFY)
+                        await conn.execute(_NOTIFY, {"payload": ",".join(sorted(ready))})
                     return result
             finally:
                 # A cancelled or broken connection is invalidated: its info went with it, and
@@ -426,10 +430,10 @@ def _as_async(work: Callable[[Connection], T]) -> Callable[[AsyncConnection], Aw
     return run
 
 
-def mark_ready(conn: Connection | AsyncConnection) -> None:
-    """This transaction makes work ready (a queued run, a chat message): wake the other
-    replicas when it commits."""
-    conn.info[_READY] = True
+def mark_ready(conn: Connection | AsyncConnection, what: str = RUNS_READY) -> None:
+    """This transaction makes work ready (``RUNS_READY``: a queued run; ``OUTBOX_READY``: a
+    chat message): wake the other replicas' workers or dispatchers when it commits."""
+    conn.info.setdefault(_READY, set()).add(what)
 
 
 def _configure_sqlite(engine: Engine, *, through_driver: bool) -> None:

@@ -2,7 +2,9 @@
 
 Every transaction that makes a run ready (or queues chat messages) calls
 ``engine.store.db.mark_ready``; ``Database.transact`` then sends ``NOTIFY`` inside that
-transaction, so the notification goes out exactly when the change commits. Each replica keeps
+transaction, so the notification goes out exactly when the change commits. Its payload says
+what is ready: a queued run wakes the other replicas' workers only, a chat message their
+dispatchers only (each wake-up costs a claim, a round trip per replica). Each replica keeps
 one listening connection and reconnects when it drops. SQLite has one process: there the wake-up
 is the in-process event alone.
 """
@@ -18,19 +20,30 @@ from typing import Any
 from sqlalchemy.engine import make_url
 
 from engine.background import cancel_and_wait
-from engine.store.db import READY_CHANNEL
+from engine.store.db import OUTBOX_READY, READY_CHANNEL, RUNS_READY
 
 log = logging.getLogger(__name__)
 
 
 class PgListener:
-    """Calls ``on_notify`` whenever another replica commits ready work."""
+    """Calls ``on_runs`` when a replica commits ready runs, ``on_outbox`` when it commits chat
+    messages (a notification's payload says which; an empty one, both)."""
 
-    def __init__(self, url: str, on_notify: Callable[[], None]) -> None:
+    def __init__(
+        self, url: str, on_runs: Callable[[], None], on_outbox: Callable[[], None]
+    ) -> None:
         u = make_url(url)
         self._dsn = u.set(drivername="postgresql").render_as_string(hide_password=False)
-        self._on_notify = on_notify
+        self._on_runs = on_runs
+        self._on_outbox = on_outbox
         self._task: asyncio.Task[None] | None = None
+
+    def notified(self, payload: str = "") -> None:
+        kinds = set(payload.split(",")) if payload else {RUNS_READY, OUTBOX_READY}
+        if RUNS_READY in kinds:
+            self._on_runs()
+        if OUTBOX_READY in kinds:
+            self._on_outbox()
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="signoff-pg-listener")
@@ -49,9 +62,11 @@ class PgListener:
                 conn = await asyncpg.connect(self._dsn)
                 lost = asyncio.Event()
                 conn.add_termination_listener(lambda _c, lost=lost: lost.set())
-                await conn.add_listener(READY_CHANNEL, lambda *_args: self._on_notify())
+                await conn.add_listener(
+                    READY_CHANNEL, lambda _conn, _pid, _channel, payload: self.notified(payload)
+                )
                 delay = 0.5
-                self._on_notify()  # whatever was committed while we were not listening
+                self.notified()  # whatever was committed while we were not listening
                 await lost.wait()
                 log.warning("LISTEN connection lost; reconnecting")
             except asyncio.CancelledError:

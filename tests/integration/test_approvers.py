@@ -186,3 +186,17 @@ async def test_a_node_naming_nobody_falls_back_to_the_project_approvers(api: Api
     status, body = await decide(api, run_id, request_id, "dave")  # dave is not in finance
     assert status == 403 and body["error"] == "forbidden", body
     assert await state(api, run_id, request_id) == before
+
+
+async def test_a_request_named_under_another_run_is_not_found(api: Api) -> None:
+    """The REST path names the run and the request: a request of another run is 404 for every
+    verb, and nothing changes on either run."""
+    run_a, request_a = await parked(api, "listed")
+    run_b, request_b = await parked(api, "listed")
+    before = (await state(api, run_a, request_a), await state(api, run_b, request_b))
+    for verb in ("grant", "deny", "release"):
+        status, body = await decide(api, run_b, request_a, "carol", verb)
+        assert status == 404 and body["error"] == "not_found", (verb, body)
+    assert (await state(api, run_a, request_a), await state(api, run_b, request_b)) == before
+    status, body = await decide(api, run_a, request_a, "carol")
+    assert status == 200 and body["status"] == "released", body

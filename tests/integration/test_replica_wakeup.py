@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -44,3 +45,53 @@ async def test_notify_wakes_the_other_replica(migrated_postgres_url: str) -> Non
         await front.stop()
     assert parked_after < 5, parked_after
     assert resumed_after < 5, resumed_after
+
+
+@pytest.mark.postgres
+async def test_a_notification_wakes_only_what_it_made_ready(migrated_postgres_url: str) -> None:
+    """A queued run wakes the other replica's workers, not its outbox dispatcher (whose claim
+    would be a wasted round trip); a queued chat message wakes the dispatcher only."""
+    from sqlalchemy.engine import Connection
+
+    from engine.store.db import OUTBOX_READY, RUNS_READY, mark_ready
+
+    slow_poll = "{workers: 4, leaseSeconds: 30, pollSeconds: 60}"
+    front = make_engine(migrated_postgres_url, FLOW, clock=SystemClock(), server=slow_poll)
+    other = make_engine(migrated_postgres_url, FLOW, clock=SystemClock(), server=slow_poll)
+    woken = {"workers": 0, "dispatcher": 0}
+
+    def counting(name: str, wake: Callable[[], None]) -> Callable[[], None]:
+        def counted() -> None:
+            woken[name] += 1
+            wake()
+
+        return counted
+
+    other.workers.wake = counting("workers", other.workers.wake)  # type: ignore[method-assign]
+    other.dispatcher.wake = counting("dispatcher", other.dispatcher.wake)  # type: ignore[method-assign]
+    await other.start()
+    try:
+        deadline = time.perf_counter() + 5
+        while woken != {"workers": 1, "dispatcher": 1}:  # on connecting: both, once
+            assert time.perf_counter() < deadline, woken
+            await asyncio.sleep(0.01)
+
+        async def notify(what: str) -> dict[str, int]:
+            before = dict(woken)
+
+            def work(conn: Connection) -> None:
+                mark_ready(conn, what)
+
+            await front.db.transact(work)
+            deadline = time.perf_counter() + 5
+            while woken == before:
+                assert time.perf_counter() < deadline, f"no wake-up for {what}"
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)  # anything else it would wake
+            return {name: woken[name] - before[name] for name in woken}
+
+        assert await notify(RUNS_READY) == {"workers": 1, "dispatcher": 0}
+        assert await notify(OUTBOX_READY) == {"workers": 0, "dispatcher": 1}
+    finally:
+        await other.stop()
+        await front.stop()
