@@ -304,8 +304,14 @@ class _Writer:
                 outcomes = self._apply(group, savepoints=True)
         except Exception as exc:  # a lone unit failed, or BEGIN or COMMIT did: nothing applied
             outcomes = [(False, exc)] * len(group)
+        # One wake-up per event loop for the whole group, not one per unit: each is a write
+        # to the loop's self-pipe, a system call.
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
         for job, (ok, value) in zip(group, outcomes, strict=True):
-            job.loop.call_soon_threadsafe(_settle, job.future, ok, value)
+            by_loop.setdefault(job.loop, []).append((job.future, ok, value))
+        for loop, settled in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # the loop was closed meanwhile
+                loop.call_soon_threadsafe(_settle_all, settled)
 
     def _apply(self, group: list[_Job], *, savepoints: bool) -> list[tuple[bool, Any]]:
         """Run the group's units in one transaction and commit it. Without ``savepoints`` a
@@ -410,6 +416,11 @@ def _in_transaction(conn: Connection, work: Callable[[Connection], T]) -> T:
     finally:
         if not conn.invalidated:
             conn.info.pop(_READY, None)
+
+
+def _settle_all(settled: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    for future, ok, value in settled:
+        _settle(future, ok, value)
 
 
 def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
