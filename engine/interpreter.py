@@ -44,7 +44,14 @@ from engine.model import (
     Workflow,
 )
 from engine.parking import build_request
-from engine.replay import JournalIndex, StepHistory, brief, denial_text
+from engine.replay import (
+    JournalIndex,
+    StepHistory,
+    brief,
+    decided_approval,
+    denial_text,
+    follow,
+)
 from engine.run_writer import Restart, RunWriter
 from engine.services import Services
 from engine.steps import call_step, gate_question
@@ -78,6 +85,13 @@ class Interpreter:
                 return None
         log.error("run %s kept changing under the worker; giving it back", run_id)
         return None
+
+    def resume_plan(self, run: Run, journal: list[JournalEntry]) -> list[NewEvent]:
+        """What this run's replay would commit first after the decision just appended: a
+        decision's transaction that claims the run for a worker here appends it too (one
+        transaction fewer per resume). Only for workflows that cannot change meanwhile."""
+        workflow = self.s.workflows.fixed(run.workflow)
+        return [] if workflow is None else decided_approval(workflow, journal)
 
     async def _advance_once(
         self, run_id: str, owner: str, written: Written | None
@@ -135,8 +149,15 @@ class _Walk(RunWriter):
             step = self.steps.get(node.id, StepHistory())
             completed = step.last(JournalEvent.STEP_COMPLETED)
             if completed is not None:
+                # The step after a decided approval posts its result in the approval's
+                # thread; a completed step already has.
+                requested = step.last(JournalEvent.TAKEOVER_REQUESTED)
+                if node.type == NodeType.APPROVAL and requested is not None:
+                    self.notify_channels = tuple(requested.data.get("channels", ()))
+                else:
+                    self.notify_channels = ()
                 self._remember(node, completed.data.get("output"))
-                node = self._follow(workflow, node, completed.data.get("branch"))
+                node = follow(workflow, node, completed.data.get("branch"))
                 continue
             if self.s.stopping() and not step.events:
                 return await self._hand_back()
@@ -151,18 +172,12 @@ class _Walk(RunWriter):
                 NewEvent(JournalEvent.STEP_COMPLETED, node.id, {"output": output, "branch": branch})
             )
             self._remember(node, output)
-            node = self._follow(workflow, node, branch)
+            node = follow(workflow, node, branch)
         return await self._finish(RunStatus.COMPLETED, output=self.last_output)
 
     def _remember(self, node: Node, output: Any) -> None:
         self.context["steps"][node.id] = {"output": output}
         self.last_output = output
-
-    @staticmethod
-    def _follow(workflow: Workflow, node: Node, branch: str | None) -> Node | None:
-        if branch == "onDeny" and node.on_deny:
-            return workflow.node(node.on_deny)
-        return workflow.successor(node)
 
     async def _execute(
         self, workflow: Workflow, node: Node, step: StepHistory

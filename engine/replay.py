@@ -7,7 +7,16 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.model import JournalEntry, JournalEvent, Node, TakeoverKind, TimeoutBehavior
+from engine.model import (
+    JournalEntry,
+    JournalEvent,
+    NewEvent,
+    Node,
+    NodeType,
+    TakeoverKind,
+    TimeoutBehavior,
+    Workflow,
+)
 
 
 @dataclass
@@ -84,6 +93,56 @@ class JournalIndex:
             return True, data
         data.update(approved=False, by=entry.data.get("by"), notes=entry.data.get("notes"))
         return False, data
+
+
+def follow(workflow: Workflow, node: Node, branch: str | None) -> Node | None:
+    """The node after ``node``, given the branch its step took."""
+    if branch == "onDeny" and node.on_deny:
+        return workflow.node(node.on_deny)
+    return workflow.successor(node)
+
+
+def decided_approval(workflow: Workflow, journal: list[JournalEntry]) -> list[NewEvent]:
+    """The events a replay commits first when the journal ends with a decided approval node
+    that an action step follows: the approval step's completion and the action's
+    ``step_started``. ``[]`` whenever anything else could come first (a manual takeover, a
+    denial that fails the run, a child run, the end of the workflow, a journal that does not
+    match the graph): the replay decides those itself."""
+    index = JournalIndex(journal)
+    if index.manual:
+        return []
+    node = workflow.nodes[0] if workflow.nodes else None
+    for visited, _ in enumerate(workflow.nodes):  # at most once per node on the way
+        if node is None:
+            return []
+        if visited < len(index.started_order):
+            recorded = index.started_order[visited]
+            if recorded.step_id != node.id or recorded.data.get("nodeType") != node.type:
+                return []
+        step = index.steps.get(node.id, StepHistory())
+        completed = step.last(JournalEvent.STEP_COMPLETED)
+        if completed is None:
+            break
+        node = follow(workflow, node, completed.data.get("branch"))
+    else:
+        return []
+    if node is None or node.type != NodeType.APPROVAL:
+        return []
+    requested = step.last(JournalEvent.TAKEOVER_REQUESTED)
+    verdict = index.verdict(requested) if requested is not None else None
+    if verdict is None:
+        return []
+    approved, data = verdict
+    branch = None if approved else "onDeny"
+    after = follow(workflow, node, branch) if approved or node.on_deny else None
+    if after is None or after.type in (NodeType.APPROVAL, NodeType.WORKFLOW):
+        return []
+    if after.id in index.steps:
+        return []
+    return [
+        NewEvent(JournalEvent.STEP_COMPLETED, node.id, {"output": data, "branch": branch}),
+        NewEvent(JournalEvent.STEP_STARTED, after.id, {"nodeType": after.type.value}),
+    ]
 
 
 def default_reason(node: Node, kind: TakeoverKind) -> str:

@@ -17,6 +17,10 @@ class WorkflowLookup(Protocol):
 
     async def get(self, name: str) -> Workflow: ...
 
+    def fixed(self, name: str) -> Workflow | None:
+        """The workflow when it cannot change while the process runs (``app.yaml``'s), else
+        None."""
+
 
 @dataclass
 class Services:

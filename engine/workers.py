@@ -71,7 +71,7 @@ class Workers:
         if self._stopping or self._loop_task is None or busy >= self.concurrency:
             return None
         self._reserved += 1
-        return Adopt(self.owner, self.clock.now() + self.lease)
+        return Adopt(self.owner, self.clock.now() + self.lease, plan=self.interpreter.resume_plan)
 
     def settle(self, offer: Adopt | None) -> None:
         """After the transaction: advance the run it claimed, or free the slot."""
@@ -109,7 +109,12 @@ class Workers:
                 written: dict[str, Written] = {}
                 try:
                     ids = await self.store.claim_runs(
-                        self.owner, self.clock.now(), self.lease, free, read=written
+                        self.owner,
+                        self.clock.now(),
+                        self.lease,
+                        free,
+                        read=written,
+                        plan=self.interpreter.resume_plan,
                     )
                 except SignoffError as exc:
                     log.warning("claiming runs failed: %s", exc)

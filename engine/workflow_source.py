@@ -42,6 +42,11 @@ class WorkflowSource:
             raise NotFound(f"workflow {name!r} does not exist", workflow=name)
         return self._parse(name, definition)
 
+    def fixed(self, name: str) -> Workflow | None:
+        """``app.yaml``'s workflows never change while the process runs; a stored one may
+        (another replica stores a new version): None for those."""
+        return self.configured.get(name)
+
     async def all(self) -> dict[str, Workflow]:
         out = dict(self.configured)
         for name, definition in (await self.store.stored_workflows()).items():

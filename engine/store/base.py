@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -59,6 +59,10 @@ class Adopt:
     written: tuple[Run, list[JournalEntry]] | None = None
     """The run and its journal as the claiming transaction left them: its worker starts from
     them instead of reading them again in a transaction of its own."""
+    plan: Plan | None = None
+    """The events the worker's replay would commit first, when the journal alone decides
+    them (``Interpreter.resume_plan``): the claiming transaction appends them too, under the
+    worker's lease, and the worker finds them done."""
 
 
 class StoreBase:
@@ -281,6 +285,26 @@ def read_run_and_journal(conn: Connection, run_id: str) -> tuple[Run, list[Journ
         raise NotFound(f"run {run_id} not found", run_id=run_id)
     entries = _JOURNAL(conn, {"run_id": run_id}).mappings()
     return run_from_row(row), [journal_from_row(r) for r in entries]
+
+
+Plan = Callable[[Run, list[JournalEntry]], list[NewEvent]]
+
+
+def read_for_worker(
+    conn: Connection, run_id: str, owner: str, now: datetime, plan: Plan | None
+) -> tuple[Run, list[JournalEntry]]:
+    """A run just claimed for ``owner``'s worker, and its journal, read in the claiming
+    transaction; with ``plan``, the events the worker's replay would commit first (see
+    ``Adopt.plan``) are appended there too, under the new lease."""
+    run, journal = read_run_and_journal(conn, run_id)
+    planned = plan(run, journal) if plan is not None else []
+    if planned:
+        first = append_journal(conn, run_id, planned, now, guard=Guard.LEASE, owner=owner)
+        journal += [
+            JournalEntry(run_id, first + i, e.event, e.step_id, e.data, now)
+            for i, e in enumerate(planned)
+        ]
+    return run, journal
 
 
 def append_journal(

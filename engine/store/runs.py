@@ -27,10 +27,12 @@ from engine.store.base import (
     FAST_INSERT_TAKEOVER,
     Adopt,
     Guard,
+    Plan,
     StoreBase,
     append_journal,
     insert_outbox,
     journal_from_row,
+    read_for_worker,
     read_run_and_journal,
     run_from_row,
     takeover_values,
@@ -189,10 +191,12 @@ class RunStore(StoreBase):
         limit: int,
         *,
         read: dict[str, tuple[Run, list[JournalEntry]]] | None = None,
+        plan: Plan | None = None,
     ) -> list[str]:
         """Take up to ``limit`` queued runs (or running runs whose lease ran out) for ``owner``.
         With ``read``, each claimed run and its journal, read in the claiming transaction, are
-        put there: what its worker replays first, with no read of its own."""
+        put there: what its worker replays first, with no read of its own (and with ``plan``,
+        what that replay would commit first is appended already: ``Adopt.plan``)."""
 
         def work(conn: Connection) -> list[str]:
             if read is not None:
@@ -201,7 +205,7 @@ class RunStore(StoreBase):
             ids = list(_claim_statement(self.db.is_sqlite)(conn, params).scalars())
             if read is not None:
                 for run_id in ids:
-                    read[run_id] = read_run_and_journal(conn, run_id)
+                    read[run_id] = read_for_worker(conn, run_id, owner, now, plan)
             return ids
 
         if await self.nothing_to_claim(_ANY_CLAIMABLE, {"now": now}):

@@ -34,7 +34,7 @@ from engine.store.base import (
     StoreBase,
     append_journal,
     insert_outbox,
-    read_run_and_journal,
+    read_for_worker,
     takeover_from_row,
     takeover_values,
 )
@@ -371,7 +371,7 @@ class TakeoverStore(StoreBase):
         if adopted:
             assert adopt is not None
             adopt.run_id = run_id
-            adopt.written = read_run_and_journal(conn, run_id)
+            adopt.written = read_for_worker(conn, run_id, adopt.owner, now, adopt.plan)
         else:
             mark_ready(conn)
 

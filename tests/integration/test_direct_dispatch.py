@@ -152,3 +152,35 @@ async def test_deny_and_release_resume_here_too(migrated_db_url: str, verb: str)
     finally:
         await engine.stop()
     assert claims == []
+
+
+async def test_the_decision_starts_the_next_step_for_its_worker(migrated_db_url: str) -> None:
+    """The decision that claims the run here also appends the approval step's completion and
+    the next action's ``step_started``: the worker calls the action with no commit of its
+    own before it, and its one commit is the result (and the run's end)."""
+    engine = make_engine(migrated_db_url, FLOW, server=SLOW_POLL)
+    await engine.start()
+    try:
+        run_id, request_id = await parked(engine)
+        appends: list[list[str]] = []
+        append = engine.store.append_events
+
+        async def counted(run: str, owner: str, events: Any, *args: Any, **kwargs: Any) -> Any:
+            appends.append([e.event.value for e in events])
+            return await append(run, owner, events, *args, **kwargs)
+
+        engine.store.append_events = counted  # type: ignore[method-assign]
+        await engine.approvals.grant(request_id, person("bob"), release=True)
+        await wait_status(engine, run_id, RunStatus.COMPLETED)
+        journal = await engine.store.journal(run_id)
+    finally:
+        await engine.stop()
+    assert appends == [["step_completed", "run_completed"]]
+    decided = [e for e in journal if e.event.value != "run_started"][3:8]
+    assert [(e.event.value, e.step_id) for e in decided] == [
+        ("takeover_granted", "approve"),
+        ("takeover_released", "approve"),
+        ("run_resumed", "approve"),
+        ("step_completed", "approve"),
+        ("step_started", "act"),
+    ]
