@@ -60,6 +60,48 @@ def _path(source: str) -> tuple[str, ...] | None:
     return None if names[0] in _LITERALS else names
 
 
+_PART = re.compile(r"\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}", re.DOTALL)
+
+
+@functools.lru_cache(maxsize=4096)
+def _pieces(text: str) -> tuple[str | tuple[str, ...], ...] | None:
+    """A template whose every expression is a dotted path and that has no other markup, as
+    its literal text and paths in order; None for any other (jinja renders those)."""
+    if "{%" in text or "{#" in text or text.endswith("\n"):  # jinja drops a last newline
+        return None
+    pieces: list[str | tuple[str, ...]] = []
+    at = 0
+    for match in _PART.finditer(text):
+        path = _path(match.group("expr"))
+        if path is None:
+            return None
+        pieces += [text[at : match.start()], path]
+        at = match.end()
+    pieces.append(text[at:])
+    if any(isinstance(p, str) and "{{" in p for p in pieces):
+        return None  # an unclosed expression: jinja's syntax error
+    return tuple(pieces)
+
+
+def _render(text: str, context: Mapping[str, Any], strict: bool) -> str:
+    """What ``_template(text, strict).render(**context)`` gives, without jinja when every
+    expression is a path to data (as jinja, ``str`` of each value)."""
+    pieces = _pieces(text)
+    if pieces is not None:
+        out = []
+        for piece in pieces:
+            if isinstance(piece, str):
+                out.append(piece)
+                continue
+            found, value = _lookup(piece, context)
+            if not found:
+                break
+            out.append(str(value))
+        else:
+            return "".join(out)
+    return _template(text, strict).render(**context)
+
+
 def _lookup(names: tuple[str, ...], context: Mapping[str, Any]) -> tuple[bool, Any]:
     """A dotted path through mappings, as ``_DataEnvironment`` reads it when every name is a
     key; (False, None) when one is not (jinja then says why, or reads an attribute)."""
@@ -93,7 +135,7 @@ def render_text(template: str, context: Mapping[str, Any], *, strict: bool = Fal
     if not is_template(template):
         return template
     try:
-        return _template(template, strict).render(**context)
+        return _render(template, context, strict)
     except TemplateError as exc:
         if strict:
             raise StepError(f"expression {template!r} failed: {exc}") from exc
@@ -134,7 +176,7 @@ def _evaluate_text(text: str, context: Mapping[str, Any]) -> Any:
                     "(a string, number, boolean, list, mapping or null)"
                 )
             return value
-        return _template(text, True).render(**context)
+        return _render(text, context, True)
     except TemplateError as exc:
         raise StepError(f"expression {text!r} failed: {exc}") from exc
     except (ArithmeticError, TypeError, ValueError, LookupError) as exc:

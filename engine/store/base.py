@@ -117,11 +117,16 @@ class StoreBase:
         return dialect_insert(table)
 
 
+# A replay reads every event of a run: a dict lookup costs a fraction of ``JournalEvent(v)``.
+_EVENTS = {e.value: e for e in JournalEvent}
+_RUN_STATUSES = {s.value: s for s in RunStatus}
+
+
 def run_from_row(row: Any) -> Run:
     return Run(
         id=row["id"],
         workflow=row["workflow"],
-        status=RunStatus(row["status"]),
+        status=_RUN_STATUSES[row["status"]],
         input=row["input"],
         created_at=row["created_at"],
         updated_at=row["updated_at"],
@@ -199,7 +204,7 @@ def journal_from_row(row: Any) -> JournalEntry:
     return JournalEntry(
         run_id=row["run_id"],
         seq=row["seq"],
-        event=JournalEvent(row["event"]),
+        event=_EVENTS[row["event"]],
         step_id=row["step_id"],
         data=row["data"],
         at=row["at"],

@@ -183,3 +183,25 @@ def test_a_path_past_the_data_goes_to_jinja(template: str, refusal: str) -> None
     with pytest.raises(StepError, match=refusal):
         evaluate(template, CONTEXT)
     assert evaluate("{{ input.n.real }}", CONTEXT) == 7
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "act on {{ input.n }}",
+        "{{ input.customer.name }} pays {{ steps.lookup.output.amount }} {{input.ok}}",
+        "none: {{ input.none }}, items: {{ input.items }}, customer: {{ input.customer }}",
+        "price {{ input.price }}\n",  # jinja drops the last newline
+        "{{- input.n }} x",  # whitespace control
+        "{{ input.missing }} and {{ input.n }}",  # lenient: jinja renders it empty
+        "}} {{ input.n }}",
+        "{{ input.evil }}",
+    ],
+)
+def test_text_of_paths_renders_as_jinja_does(template: str) -> None:
+    """Texts whose expressions are all paths are rendered without jinja; same text."""
+    from engine.expressions import _template
+
+    assert render_text(template, CONTEXT) == _template(template, False).render(**CONTEXT)
+    if "missing" not in template:
+        assert evaluate(template, CONTEXT) == _template(template, True).render(**CONTEXT)
