@@ -1,9 +1,10 @@
 """Workers: claim queued runs with a lease and advance them; sweep expired requests.
 
 Concurrency is bounded per process. A run in ``waiting`` holds no task, no coroutine and no
-lease: only runs being advanced right now have a task here. A lease is renewed while its run
-is advanced; a process that dies stops renewing, and another takes the run over when the lease
-runs out (the journal fences the old owner out: its writes are refused).
+lease: only runs being advanced right now have a task here. The leases of the runs being
+advanced are renewed together, every third of the lease, by one task of the process (a failed
+renewal is tried again at once); a process that dies stops renewing, and another takes the run
+over when the lease runs out (the journal fences the old owner out: its writes are refused).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from engine.ports import Clock
 from engine.store import Adopt, OutboxFor, SqlStore
 
 log = logging.getLogger(__name__)
+
+_RENEW_AGAIN_SECONDS = 0.05  # after a failed renewal of the leases
 
 
 class Workers:
@@ -48,6 +51,8 @@ class Workers:
         self._reserved = 0
         self._more_queued = True  # the last claim may have left ready runs behind
         self._loop_task: asyncio.Task[None] | None = None
+        self._renewer: asyncio.Task[None] | None = None
+        self._advancing: set[str] = set()  # the runs whose leases the renewer keeps
         self._stopping = False
 
     @property
@@ -86,6 +91,9 @@ class Workers:
     def start(self) -> None:
         self._stopping = False
         self._loop_task = asyncio.create_task(self._loop(), name=f"signoff-workers-{self.owner}")
+        self._renewer = asyncio.create_task(
+            self._renew_leases(), name=f"signoff-leases-{self.owner}"
+        )
 
     async def stop(self, grace_seconds: float = 10.0) -> None:
         """Stop claiming; let in-flight runs reach a commit point, then give the rest back."""
@@ -99,6 +107,8 @@ class Workers:
                 task.cancel()
             if still:
                 await asyncio.gather(*still, return_exceptions=True)
+        if self._renewer is not None:  # last: in-flight runs keep their leases until done
+            await cancel_and_wait(self._renewer)
 
     async def _loop(self) -> None:
         while not self._stopping:
@@ -147,7 +157,7 @@ class Workers:
             await asyncio.wait_for(self._wakeup.wait(), timeout)
 
     async def _advance(self, run_id: str, written: Written | None) -> None:
-        heartbeat = asyncio.create_task(self._heartbeat(run_id))
+        self._advancing.add(run_id)
         try:
             await self.interpreter.advance(run_id, self.owner, written)
         except asyncio.CancelledError:
@@ -157,21 +167,24 @@ class Workers:
         except Exception:
             log.exception("run %s: unexpected error (the lease will hand it on)", run_id)
         finally:
-            await cancel_and_wait(heartbeat)
+            self._advancing.discard(run_id)
 
-    async def _heartbeat(self, run_id: str) -> None:
-        interval = max(self.lease.total_seconds() / 3, 0.05)
+    async def _renew_leases(self) -> None:
+        """Every third of the lease, renew the leases of the runs being advanced, in one
+        statement. A run's claim set its lease a whole lease ahead, so it is renewed before
+        it runs out whenever in the beat it started. A failed renewal is tried again almost at
+        once (``transact`` backs off between its own attempts), not a beat later."""
         while True:
-            await asyncio.sleep(interval)
-            try:
-                kept = await self.store.renew_lease(
-                    run_id, self.owner, self.clock.now() + self.lease
-                )
-            except SignoffError as exc:
-                log.warning("renewing the lease of %s failed: %s", run_id, exc)
-                continue
-            if not kept:
-                return
+            await asyncio.sleep(max(self.lease.total_seconds() / 3, 0.05))
+            while self._advancing:
+                try:
+                    await self.store.renew_leases(
+                        list(self._advancing), self.owner, self.clock.now() + self.lease
+                    )
+                    break
+                except SignoffError as exc:
+                    log.warning("renewing %d leases failed: %s", len(self._advancing), exc)
+                    await asyncio.sleep(_RENEW_AGAIN_SECONDS)
 
 
 class Sweeper(BackgroundLoop):

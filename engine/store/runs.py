@@ -212,20 +212,26 @@ class RunStore(StoreBase):
             return []
         return await self.db.transact(work)
 
-    async def renew_lease(self, run_id: str, owner: str, until: datetime) -> bool:
-        def work(conn: Connection) -> bool:
+    async def renew_leases(self, run_ids: Sequence[str], owner: str, until: datetime) -> int:
+        """Extend ``owner``'s leases on ``run_ids`` to ``until``; a run no longer running or
+        leased by ``owner`` is left alone. Returns how many were extended."""
+
+        def work(conn: Connection) -> int:
             res = conn.execute(
                 update(t.runs)
                 .where(
-                    t.runs.c.id == run_id,
+                    self.one_of(t.runs.c.id, run_ids),
                     t.runs.c.lease_owner == owner,
                     t.runs.c.status == RunStatus.RUNNING.value,
                 )
                 .values(lease_expires_at=until)
             )
-            return bool(res.rowcount)
+            return int(res.rowcount)
 
-        return await self.db.transact(work)
+        return await self.db.transact(work) if run_ids else 0
+
+    async def renew_lease(self, run_id: str, owner: str, until: datetime) -> bool:
+        return bool(await self.renew_leases([run_id], owner, until))
 
     async def append_events(
         self,
