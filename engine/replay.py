@@ -70,7 +70,9 @@ class JournalIndex:
                 self.manual.append(entry)
             if entry.step_id is None:
                 continue
-            step = self.steps.setdefault(entry.step_id, StepHistory())
+            step = self.steps.get(entry.step_id)
+            if step is None:
+                step = self.steps[entry.step_id] = StepHistory()
             if entry.event == JournalEvent.STEP_STARTED and step.started is None:
                 step.started = entry
                 self.started_order.append(entry)
