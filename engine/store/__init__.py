@@ -6,6 +6,7 @@ from engine.store.base import Adopt
 from engine.store.calls import CallStore
 from engine.store.chat import ChatStore
 from engine.store.db import Database
+from engine.store.decisions import DecisionStore
 from engine.store.expiry import ExpiryStore
 from engine.store.gate import GateStore
 from engine.store.outbox import OutboxStore
@@ -19,6 +20,7 @@ from engine.store.web import WebStore
 class SqlStore(
     RunStore,
     TakeoverStore,
+    DecisionStore,
     ExpiryStore,
     RecordStore,
     OutboxStore,

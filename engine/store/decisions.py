@@ -1,0 +1,381 @@
+"""Deciding takeover requests: every decision is one conditional UPDATE, so a request is
+decided once.
+
+Zero rows updated means someone else won (or the request expired): the loser gets
+``AlreadyDecided`` with the status and the winner. Decisions that hand the run back put it in
+the queue (or claim it for a worker here) in the same transaction, with their journal events
+and chat messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import String, Text, bindparam, case, select, update
+from sqlalchemy.engine import Connection
+
+from engine.errors import AlreadyDecided, DuplicateVote, TransitionRefused
+from engine.model import JournalEvent, NewEvent, RunStatus, TakeoverRequest, TakeoverStatus, Vote
+from engine.store import tables as t
+from engine.store.base import (
+    REQUEUE,
+    Adopt,
+    Guard,
+    StoreBase,
+    append_journal,
+    insert_outbox,
+    read_for_worker,
+    takeover_from_row,
+)
+from engine.store.db import mark_ready
+from engine.store.fast import Fast
+from engine.store.tables import UTCDateTime
+from engine.store.takeovers import OutboxFor, load_takeover, votes_of, with_votes
+
+Check = Callable[[TakeoverRequest], None]
+"""Called in a decision's transaction with the request as it stands (the caller's
+authorization): raising rolls the decision back."""
+
+_GRANTS: dict[bool, Fast] = {}
+_RUN_STATUS_LOCKED: dict[bool, Fast] = {}
+
+
+def _grant_statement(release: bool) -> Fast:
+    """One UPDATE counts the vote and, when it completes the quorum, decides (and with
+    ``release`` also releases). Built once: see ``base._append_statement``."""
+    stmt = _GRANTS.get(release)
+    if stmt is None:
+        tr = t.takeover_requests
+        final = tr.c.approvals + 1 >= tr.c.approvals_required
+        now = bindparam("now", type_=UTCDateTime())
+        person = bindparam("person", type_=String())
+        decided = TakeoverStatus.RELEASED if release else TakeoverStatus.GRANTED
+        values: dict[str, Any] = {
+            "approvals": tr.c.approvals + 1,
+            "status": case((final, decided.value), else_=tr.c.status),
+            "decided_by": case((final, person), else_=tr.c.decided_by),
+            "decided_at": case((final, now), else_=tr.c.decided_at),
+            "notes": case((final, bindparam("notes", type_=Text())), else_=tr.c.notes),
+            "sdp_offer": case((final, bindparam("sdp_offer", type_=Text())), else_=tr.c.sdp_offer),
+        }
+        if release:
+            values["released_by"] = case((final, person), else_=tr.c.released_by)
+            values["released_at"] = case((final, now), else_=tr.c.released_at)
+        stmt = _GRANTS[release] = Fast(
+            update(tr)
+            .where(
+                tr.c.id == bindparam("request_id"),
+                tr.c.status == TakeoverStatus.PENDING.value,
+                tr.c.expires_at > now,
+            )
+            .values(values)
+            .returning(tr)
+        )
+    return stmt
+
+
+class DecisionStore(StoreBase):
+    async def grant(
+        self,
+        request_id: str,
+        person: str,
+        now: datetime,
+        *,
+        notes: str | None = None,
+        sdp_offer: str | None = None,
+        release: bool = False,
+        outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
+        check: Check | None = None,
+    ) -> TakeoverRequest:
+        """Record ``person``'s grant. When the quorum is reached the request becomes granted
+        (and released too, with ``release``), and the run is re-queued (or claimed by
+        ``adopt``)."""
+        return await self.db.transact(
+            self.grant_unit(
+                request_id,
+                person,
+                now,
+                notes=notes,
+                sdp_offer=sdp_offer,
+                release=release,
+                outbox=outbox,
+                adopt=adopt,
+                check=check,
+            )
+        )
+
+    def grant_unit(
+        self,
+        request_id: str,
+        person: str,
+        now: datetime,
+        *,
+        notes: str | None = None,
+        sdp_offer: str | None = None,
+        release: bool = False,
+        outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
+        check: Check | None = None,
+    ) -> Callable[[Connection], TakeoverRequest]:
+        """The unit of work of ``grant``, to compose with others in one transaction."""
+
+        def work(conn: Connection) -> TakeoverRequest:
+            _unclaimed(adopt)
+            params = {
+                "request_id": request_id,
+                "now": now,
+                "person": person,
+                "notes": notes,
+                "sdp_offer": sdp_offer,
+            }
+            row = _grant_statement(release)(conn, params).mappings().one_or_none()
+            if row is None:
+                raise _already_decided(conn, request_id, now, check)
+            if check is not None:
+                check(takeover_from_row(row))
+            voted = self.fast_insert_ignore_on(t.takeover_votes, "request_id", "person")(
+                conn,
+                {"request_id": request_id, "person": person, "notes": notes, "at": now},
+            )
+            if not voted.rowcount:  # raising rolls the counted vote back with it
+                raise DuplicateVote(
+                    f"{person} has already granted this request", request_id=request_id
+                )
+            approvals, required = row["approvals"], row["approvals_required"]
+            run_id, step_id = row["run_id"], row["step_id"]
+            grant_data: dict[str, Any] = {
+                "requestId": request_id,
+                "by": person,
+                "notes": notes,
+                "approvals": approvals,
+                "approvalsRequired": required,
+                "final": approvals >= required,
+            }
+            events = [NewEvent(JournalEvent.TAKEOVER_GRANTED, step_id, grant_data)]
+            if approvals >= required and release:
+                events += _release_events(request_id, step_id, person)
+                self._back_to_work(conn, run_id, events, now, adopt)
+            else:
+                append_journal(conn, run_id, events, now, guard=Guard.LIVE)
+            votes = (
+                [Vote(person, now, notes)]
+                if approvals == 1
+                else votes_of(conn, [request_id]).get(request_id, [])
+            )
+            after = takeover_from_row(row, votes)
+            if outbox is not None:
+                insert_outbox(conn, self, outbox(after), now)
+            return after
+
+        return work
+
+    async def deny(
+        self,
+        request_id: str,
+        person: str,
+        now: datetime,
+        *,
+        notes: str | None = None,
+        outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
+        check: Check | None = None,
+    ) -> TakeoverRequest:
+        """Deny a pending request; the run is re-queued (or claimed by ``adopt``) to follow
+        its deny path or fail."""
+        return await self.db.transact(
+            self.deny_unit(
+                request_id, person, now, notes=notes, outbox=outbox, adopt=adopt, check=check
+            )
+        )
+
+    def deny_unit(
+        self,
+        request_id: str,
+        person: str,
+        now: datetime,
+        *,
+        notes: str | None = None,
+        outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
+        check: Check | None = None,
+    ) -> Callable[[Connection], TakeoverRequest]:
+        """The unit of work of ``deny``, to compose with others in one transaction."""
+
+        def work(conn: Connection) -> TakeoverRequest:
+            _unclaimed(adopt)
+            tr = t.takeover_requests
+            row = (
+                conn.execute(
+                    update(tr)
+                    .where(
+                        tr.c.id == request_id,
+                        tr.c.status == TakeoverStatus.PENDING.value,
+                        tr.c.expires_at > now,
+                    )
+                    .values(
+                        status=TakeoverStatus.DENIED.value,
+                        decided_by=person,
+                        decided_at=now,
+                        notes=notes,
+                    )
+                    .returning(tr)
+                )
+                .mappings()
+                .one_or_none()
+            )
+            if row is None:
+                raise _already_decided(conn, request_id, now, check)
+            if check is not None:
+                check(takeover_from_row(row))
+            run_id, step_id = row["run_id"], row["step_id"]
+            event = NewEvent(
+                JournalEvent.TAKEOVER_DENIED,
+                step_id,
+                {"requestId": request_id, "by": person, "notes": notes},
+            )
+            self._back_to_work(conn, run_id, [event], now, adopt)
+            after = with_votes(conn, row)
+            if outbox is not None:
+                insert_outbox(conn, self, outbox(after), now)
+            return after
+
+        return work
+
+    async def release(
+        self,
+        request_id: str,
+        person: str,
+        now: datetime,
+        *,
+        outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
+        check: Check | None = None,
+    ) -> TakeoverRequest:
+        """Hand a granted request back: the run is re-queued (or claimed by ``adopt``) and
+        resumes at the approval."""
+        return await self.db.transact(
+            self.release_unit(request_id, person, now, outbox=outbox, adopt=adopt, check=check)
+        )
+
+    def release_unit(
+        self,
+        request_id: str,
+        person: str,
+        now: datetime,
+        *,
+        outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
+        check: Check | None = None,
+    ) -> Callable[[Connection], TakeoverRequest]:
+        """The unit of work of ``release``, to compose with others in one transaction."""
+
+        def work(conn: Connection) -> TakeoverRequest:
+            _unclaimed(adopt)
+            tr = t.takeover_requests
+            row = (
+                conn.execute(
+                    update(tr)
+                    .where(tr.c.id == request_id, tr.c.status == TakeoverStatus.GRANTED.value)
+                    .values(
+                        status=TakeoverStatus.RELEASED.value, released_by=person, released_at=now
+                    )
+                    .returning(tr)
+                )
+                .mappings()
+                .one_or_none()
+            )
+            if row is None:
+                current = load_takeover(conn, request_id)
+                if check is not None:
+                    check(current)
+                raise TransitionRefused(
+                    f"request {request_id} is {current.status}, not granted",
+                    current=current.status.value,
+                    request_id=request_id,
+                )
+            if check is not None:
+                check(takeover_from_row(row))
+            run_id, step_id = row["run_id"], row["step_id"]
+            events = _release_events(request_id, step_id, person)
+            self._back_to_work(conn, run_id, events, now, adopt)
+            after = with_votes(conn, row)
+            if outbox is not None:
+                insert_outbox(conn, self, outbox(after), now)
+            return after
+
+        return work
+
+    def _back_to_work(
+        self,
+        conn: Connection,
+        run_id: str,
+        events: Sequence[NewEvent],
+        now: datetime,
+        adopt: Adopt | None,
+    ) -> None:
+        """Append a decision's events and put its run back to work: a parked run is claimed
+        for ``adopt``'s worker when one is offered, else queued for any replica. A run that
+        has not parked yet (a manual takeover decided ahead of time) keeps its status."""
+        values: dict[str, Any] = {"status": REQUEUE}
+        adopted = adopt is not None and self._parked(conn, run_id)
+        if adopt is not None:
+            adopt.run_id, adopt.written = None, None
+            if adopted:
+                values = {
+                    "status": RunStatus.RUNNING.value,
+                    "lease_owner": adopt.owner,
+                    "lease_expires_at": adopt.until,
+                }
+        append_journal(conn, run_id, events, now, guard=Guard.LIVE, values=values)
+        if adopted:
+            assert adopt is not None
+            adopt.run_id = run_id
+            adopt.written = read_for_worker(conn, run_id, adopt.owner, now, adopt.plan)
+        else:
+            mark_ready(conn)
+
+    def _parked(self, conn: Connection, run_id: str) -> bool:
+        """Whether the run waits; on PostgreSQL its row stays locked until the commit."""
+        sqlite = self.db.is_sqlite
+        stmt = _RUN_STATUS_LOCKED.get(sqlite)
+        if stmt is None:
+            query = select(t.runs.c.status).where(t.runs.c.id == bindparam("run_id"))
+            stmt = _RUN_STATUS_LOCKED[sqlite] = Fast(query if sqlite else query.with_for_update())
+        status = stmt(conn, {"run_id": run_id}).scalar_one_or_none()
+        return bool(status == RunStatus.WAITING.value)
+
+
+def _unclaimed(adopt: Adopt | None) -> None:
+    """At the start of each attempt of a unit: a claim made by an attempt that was rolled
+    back (and retried) must not reach the worker."""
+    if adopt is not None:
+        adopt.run_id, adopt.written = None, None
+
+
+def _release_events(request_id: str, step_id: str | None, person: str) -> list[NewEvent]:
+    return [
+        NewEvent(JournalEvent.TAKEOVER_RELEASED, step_id, {"requestId": request_id, "by": person}),
+        NewEvent(JournalEvent.RUN_RESUMED, step_id, {"requestId": request_id}),
+    ]
+
+
+def _already_decided(
+    conn: Connection, request_id: str, now: datetime, check: Check | None = None
+) -> AlreadyDecided:
+    """Why a decision's UPDATE matched no row; ``check`` first: a caller who may not
+    decide the request is told that, not who decided it."""
+    current = load_takeover(conn, request_id)
+    if check is not None:
+        check(current)
+    status = current.status.value
+    if current.status == TakeoverStatus.PENDING and current.expires_at <= now:
+        status = TakeoverStatus.EXPIRED.value  # the sweeper has not caught up yet
+    who = current.decided_by or current.released_by
+    return AlreadyDecided(
+        f"request {request_id} is already {status}" + (f" (by {who})" if who else ""),
+        current=status,
+        decided_by=who,
+    )
