@@ -107,10 +107,8 @@ class Approvals:
             )
         finally:
             self._settle(offer)
-        if after.status == TakeoverStatus.RELEASED:
-            self._woken(offer, after)
-        elif notify.card_changed(after):
-            self.wake_outbox()  # a vote or a grant: the card shows it
+        # A vote or a grant without release hands nothing back; its card still changes.
+        self._woken(offer, after, handed_back=after.status == TakeoverStatus.RELEASED)
         return after
 
     async def deny(
@@ -180,8 +178,10 @@ class Approvals:
         if self.workers is not None:
             self.workers.settle(offer)
 
-    def _woken(self, offer: Adopt | None, after: TakeoverRequest) -> None:
-        if offer is None or offer.run_id is None:
+    def _woken(
+        self, offer: Adopt | None, after: TakeoverRequest, *, handed_back: bool = True
+    ) -> None:
+        if handed_back and (offer is None or offer.run_id is None):
             self.wake()  # the run was queued: a worker claims it
         if notify.card_changed(after):
             self.wake_outbox()  # the card's update goes out now

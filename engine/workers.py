@@ -3,7 +3,7 @@
 Concurrency is bounded per process. A run in ``waiting`` holds no task, no coroutine and no
 lease: only runs being advanced right now have a task here. The leases of the runs being
 advanced are renewed together, every third of the lease, by one task of the process (a failed
-renewal is tried again at once); a process that dies stops renewing, and another takes the run
+renewal is tried again 50 ms later); a process that dies stops renewing, and another takes the run
 over when the lease runs out (the journal fences the old owner out: its writes are refused).
 """
 

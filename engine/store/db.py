@@ -347,7 +347,7 @@ def _loop_has_work() -> bool:
     committed here would hold them up; sent to the writer thread, it lets them run meanwhile
     (and commit with the writes they make). With (nearly) nothing else ready the loop would
     only wait for the writer: then the write is committed here. A few is what the engine
-    itself leaves ready around any write (a task just created, a heartbeat being cancelled).
+    itself leaves ready around any write (a worker's task just created, a future settled).
     (asyncio's ready queue is private: a loop without one counts as busy, and its writes all
     go to the writer.)"""
     ready = getattr(asyncio.get_running_loop(), "_ready", None)
