@@ -93,7 +93,8 @@ class DecisionStore(StoreBase):
         """Record ``person``'s grant. When the quorum is reached the request becomes granted
         (and released too, with ``release``), and the run is re-queued (or claimed by
         ``adopt``)."""
-        return await self.db.transact(
+        return await self._decide(
+            adopt,
             self.grant_unit(
                 request_id,
                 person,
@@ -104,7 +105,7 @@ class DecisionStore(StoreBase):
                 outbox=outbox,
                 adopt=adopt,
                 check=check,
-            )
+            ),
         )
 
     def grant_unit(
@@ -185,10 +186,11 @@ class DecisionStore(StoreBase):
     ) -> TakeoverRequest:
         """Deny a pending request; the run is re-queued (or claimed by ``adopt``) to follow
         its deny path or fail."""
-        return await self.db.transact(
+        return await self._decide(
+            adopt,
             self.deny_unit(
                 request_id, person, now, notes=notes, outbox=outbox, adopt=adopt, check=check
-            )
+            ),
         )
 
     def deny_unit(
@@ -256,8 +258,9 @@ class DecisionStore(StoreBase):
     ) -> TakeoverRequest:
         """Hand a granted request back: the run is re-queued (or claimed by ``adopt``) and
         resumes at the approval."""
-        return await self.db.transact(
-            self.release_unit(request_id, person, now, outbox=outbox, adopt=adopt, check=check)
+        return await self._decide(
+            adopt,
+            self.release_unit(request_id, person, now, outbox=outbox, adopt=adopt, check=check),
         )
 
     def release_unit(
@@ -307,6 +310,19 @@ class DecisionStore(StoreBase):
             return after
 
         return work
+
+    async def _decide(
+        self, adopt: Adopt | None, unit: Callable[[Connection], TakeoverRequest]
+    ) -> TakeoverRequest:
+        """Run a decision's unit. When it fails, a claim one of its attempts made reaches no
+        worker: that attempt's commit may not have happened (the last attempt can fail before
+        its unit even runs again), and a worker trusting its run and journal would call the
+        next step with nothing committed."""
+        try:
+            return await self.db.transact(unit)
+        except BaseException:
+            _unclaimed(adopt)
+            raise
 
     def _back_to_work(
         self,
