@@ -146,6 +146,9 @@ class GateSettings:
         self._overrides: tuple[Override, ...] = ()
         self._loaded_at: datetime | None = None
         self._lock = asyncio.Lock()
+        # ``effective`` for each (agent, node type), for the snapshot ``_resolved_for``.
+        self._resolved_for: tuple[Override, ...] | None = None
+        self._resolved: dict[tuple[str | None, str | None], EffectiveSettings] = {}
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -156,7 +159,13 @@ class GateSettings:
         be None: the global view)."""
         if fresh:
             self.invalidate()
-        return self.resolve(await self.overrides(), agent, node_type)
+        overrides = await self.overrides()
+        if overrides is not self._resolved_for:  # a new snapshot: resolve every view again
+            self._resolved_for, self._resolved = overrides, {}
+        found = self._resolved.get((agent, node_type))
+        if found is None:
+            found = self._resolved[agent, node_type] = self.resolve(overrides, agent, node_type)
+        return found
 
     def resolve(
         self, overrides: tuple[Override, ...], agent: str | None, node_type: str | None

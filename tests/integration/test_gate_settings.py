@@ -140,6 +140,8 @@ async def test_changes_are_validated_audited_and_removable(store, clock):
 async def test_the_cache_spares_the_database_but_sees_other_replicas(store, clock):
     here, there = settings(store, clock), settings(store, clock)
     assert not (await here.effective()).enabled
+    # resolved once per view and snapshot, not at every step
+    assert await here.effective("bot", "connector") is await here.effective("bot", "connector")
     await there.change(ADMIN, {"enabled": True})  # another replica
     assert not (await here.effective()).enabled  # cached, at most a second old
     assert (await there.effective()).enabled  # its own change: invalidated at once
