@@ -63,7 +63,9 @@ class Engine:
         if not self.db.is_sqlite and (opts.clock is None or opts.sync_clock):
             self.db_clock = DatabaseClock(self.db, opts.clock or SystemClock())
         self.clock: Clock = self.db_clock or opts.clock or SystemClock()
-        self.owner = opts.owner or f"{socket.gethostname()}:{self.ids.new_id()[:8]}"
+        # The id's last characters: a time-ordered id begins with the time, which replicas
+        # started together share.
+        self.owner = opts.owner or f"{socket.gethostname()}:{self.ids.new_id()[-8:]}"
         built = {**build_connectors(config, self.store, self.clock), **opts.extra_connectors}
         self.connectors = ConnectorRegistry({**built, **held_call_connectors(built)})
         self.workflows = WorkflowSource(config.workflows, self.store, connectors=config.connectors)
