@@ -288,8 +288,12 @@ def read_run_and_journal(conn: Connection, run_id: str) -> tuple[Run, list[Journ
     row = _RUN(conn, {"run_id": run_id}).mappings().first()
     if row is None:
         raise NotFound(f"run {run_id} not found", run_id=run_id)
-    entries = _JOURNAL(conn, {"run_id": run_id}).mappings()
-    return run_from_row(row), [journal_from_row(r) for r in entries]
+    return run_from_row(row), read_journal(conn, run_id)
+
+
+def read_journal(conn: Connection, run_id: str) -> list[JournalEntry]:
+    """A run's whole journal, in order."""
+    return [journal_from_row(r) for r in _JOURNAL(conn, {"run_id": run_id}).mappings()]
 
 
 Plan = Callable[[Run, list[JournalEntry]], list[NewEvent]]
@@ -305,11 +309,18 @@ def read_for_worker(
     planned = plan(run, journal) if plan is not None else []
     if planned:
         first = append_journal(conn, run_id, planned, now, guard=Guard.LEASE, owner=owner)
-        journal += [
-            JournalEntry(run_id, first + i, e.event, e.step_id, e.data, now)
-            for i, e in enumerate(planned)
-        ]
+        journal += entries(run_id, first, planned, now)
     return run, journal
+
+
+def entries(
+    run_id: str, first: int, events: Sequence[NewEvent], now: datetime
+) -> list[JournalEntry]:
+    """``events`` as the journal holds them once appended from sequence number ``first``."""
+    return [
+        JournalEntry(run_id, first + i, e.event, e.step_id, e.data, now)
+        for i, e in enumerate(events)
+    ]
 
 
 def append_journal(

@@ -10,6 +10,7 @@ and chat messages.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +18,15 @@ from sqlalchemy import String, Text, bindparam, case, select, update
 from sqlalchemy.engine import Connection
 
 from engine.errors import AlreadyDecided, DuplicateVote, TransitionRefused
-from engine.model import JournalEvent, NewEvent, RunStatus, TakeoverRequest, TakeoverStatus, Vote
+from engine.model import (
+    JournalEvent,
+    NewEvent,
+    Run,
+    RunStatus,
+    TakeoverRequest,
+    TakeoverStatus,
+    Vote,
+)
 from engine.store import tables as t
 from engine.store.base import (
     REQUEUE,
@@ -25,8 +34,10 @@ from engine.store.base import (
     Guard,
     StoreBase,
     append_journal,
+    entries,
     insert_outbox,
-    read_for_worker,
+    read_journal,
+    run_from_row,
     takeover_from_row,
 )
 from engine.store.db import mark_ready
@@ -39,7 +50,7 @@ Check = Callable[[TakeoverRequest], None]
 authorization): raising rolls the decision back."""
 
 _GRANTS: dict[bool, Fast] = {}
-_RUN_STATUS_LOCKED: dict[bool, Fast] = {}
+_RUN_LOCKED: dict[bool, Fast] = {}
 
 
 def _grant_statement(release: bool) -> Fast:
@@ -335,33 +346,58 @@ class DecisionStore(StoreBase):
         """Append a decision's events and put its run back to work: a parked run is claimed
         for ``adopt``'s worker when one is offered, else queued for any replica. A run that
         has not parked yet (a manual takeover decided ahead of time) keeps its status."""
-        values: dict[str, Any] = {"status": REQUEUE}
-        adopted = adopt is not None and self._parked(conn, run_id)
         if adopt is not None:
             adopt.run_id, adopt.written = None, None
-            if adopted:
-                values = {
-                    "status": RunStatus.RUNNING.value,
-                    "lease_owner": adopt.owner,
-                    "lease_expires_at": adopt.until,
-                }
-        append_journal(conn, run_id, events, now, guard=Guard.LIVE, values=values)
-        if adopted:
-            assert adopt is not None
-            adopt.run_id = run_id
-            adopt.written = read_for_worker(conn, run_id, adopt.owner, now, adopt.plan)
-        else:
-            mark_ready(conn)
+            parked = self._parked(conn, run_id)
+            if parked is not None:
+                self._claim(conn, parked, events, now, adopt)
+                return
+        append_journal(conn, run_id, events, now, guard=Guard.LIVE, values={"status": REQUEUE})
+        mark_ready(conn)
 
-    def _parked(self, conn: Connection, run_id: str) -> bool:
-        """Whether the run waits; on PostgreSQL its row stays locked until the commit."""
+    def _claim(
+        self,
+        conn: Connection,
+        run: Run,
+        events: Sequence[NewEvent],
+        now: datetime,
+        adopt: Adopt,
+    ) -> None:
+        """Claim a parked run for ``adopt``'s worker with the decision's events and, after
+        them, what its replay would commit first (``Adopt.plan``): one append. The worker
+        gets the run and journal as this transaction leaves them."""
+        journal = read_journal(conn, run.id)
+        claimed = replace(
+            run,
+            status=RunStatus.RUNNING,
+            lease_owner=adopt.owner,
+            lease_expires_at=adopt.until,
+            updated_at=now,
+        )
+        if adopt.plan is not None:  # the plan reads the journal with the decision in it
+            after = journal[-1].seq + 1 if journal else 1
+            decided = journal + entries(run.id, after, events, now)
+            events = [*events, *adopt.plan(claimed, decided)]
+        values = {
+            "status": RunStatus.RUNNING.value,
+            "lease_owner": adopt.owner,
+            "lease_expires_at": adopt.until,
+        }
+        first = append_journal(conn, run.id, events, now, guard=Guard.LIVE, values=values)
+        adopt.run_id = run.id
+        adopt.written = claimed, journal + entries(run.id, first, events, now)
+
+    def _parked(self, conn: Connection, run_id: str) -> Run | None:
+        """The run if it waits; on PostgreSQL its row stays locked until the commit."""
         sqlite = self.db.is_sqlite
-        stmt = _RUN_STATUS_LOCKED.get(sqlite)
+        stmt = _RUN_LOCKED.get(sqlite)
         if stmt is None:
-            query = select(t.runs.c.status).where(t.runs.c.id == bindparam("run_id"))
-            stmt = _RUN_STATUS_LOCKED[sqlite] = Fast(query if sqlite else query.with_for_update())
-        status = stmt(conn, {"run_id": run_id}).scalar_one_or_none()
-        return bool(status == RunStatus.WAITING.value)
+            query = select(t.runs).where(t.runs.c.id == bindparam("run_id"))
+            stmt = _RUN_LOCKED[sqlite] = Fast(query if sqlite else query.with_for_update())
+        row = stmt(conn, {"run_id": run_id}).mappings().first()
+        if row is None or row["status"] != RunStatus.WAITING.value:
+            return None
+        return run_from_row(row)
 
 
 def _unclaimed(adopt: Adopt | None) -> None:

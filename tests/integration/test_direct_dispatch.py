@@ -184,3 +184,29 @@ async def test_the_decision_starts_the_next_step_for_its_worker(migrated_db_url:
         ("step_completed", "approve"),
         ("step_started", "act"),
     ]
+
+
+async def test_the_worker_is_handed_the_run_and_journal_as_committed(
+    migrated_db_url: str,
+) -> None:
+    """The claiming decision builds the run and journal it hands the worker without reading
+    them back: they equal what the database holds after its commit, event for event."""
+    engine = make_engine(migrated_db_url, FLOW, server=SLOW_POLL)
+    await engine.start()
+    try:
+        run_id, request_id = await parked(engine)
+        now = engine.clock.now()
+        # The offer of a worker slot that is not this engine's: nothing advances the run.
+        offer = Adopt("elsewhere", now + timedelta(seconds=30), plan=engine.interpreter.resume_plan)
+        await engine.store.grant(request_id, "bob", now, release=True, adopt=offer)
+        stored_run, stored_journal = await engine.store.run_and_journal(run_id)
+    finally:
+        await engine.stop()
+    assert offer.run_id == run_id and offer.written is not None
+    handed_run, handed_journal = offer.written
+    assert handed_run == stored_run
+    assert (handed_run.status, handed_run.lease_owner) == (RunStatus.RUNNING, "elsewhere")
+    assert handed_journal == stored_journal
+    assert [e.event.value for e in stored_journal[-5:]] == [
+        "takeover_granted", "takeover_released", "run_resumed", "step_completed", "step_started"
+    ]
