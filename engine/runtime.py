@@ -90,6 +90,7 @@ class Engine:
                 wake_outbox=self.wake_outbox,
                 stopping=lambda: self.workers.stopping,
                 reads_only=self._reads_only,
+                lease_seconds=config.server.lease_seconds,
             )
         )
         server = config.server

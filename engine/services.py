@@ -38,6 +38,9 @@ class Services:
     wake: Callable[[], None] = lambda: None  # runs became ready
     wake_outbox: Callable[[], None] = lambda: None  # chat messages were queued
     stopping: Callable[[], bool] = lambda: False  # the process is shutting down
+    # How long a worker keeps trying to commit while the database is unreachable: its lease
+    # (``server.leaseSeconds``); after that another worker may hold the run.
+    lease_seconds: float = 30.0
     # A connector action declared ``kind: read``: no side effect, so its ``step_started`` is
     # committed with its result rather than before the call (a crash repeats a read, harmless).
     reads_only: Callable[[Node], bool] = lambda node: False

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from engine.connectors.python_callable import call_function, resolve_callable
-from engine.errors import SignoffError, StepError
+from engine.errors import SignoffError, StepError, StoreError
 from engine.expressions import render_text
 from engine.model import Node, NodeType, OutboxMessage, Run, RunStatus
 from engine.ports import ChatMessage, ConnectorCall, GateQuestion
@@ -61,6 +61,8 @@ async def call_step(
             prompt = render_text(node.prompt or "", context, strict=True)
             text = await s.sampler.complete([ChatMessage("user", prompt)])
             return {"text": text}
+    except StoreError:
+        raise  # our own database failed, not the step: the worker advances the run again
     except SignoffError as exc:
         if isinstance(exc, StepError):
             raise

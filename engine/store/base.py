@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -333,11 +334,17 @@ def append_journal(
     owner: str | None = None,
     values: Mapping[str, Any] | None = None,
     refused: str = "run is not in a state that allows this",
+    expect: int | None = None,
 ) -> int:
     """Append ``events`` to a run's journal if the run row passes ``guard`` (the fence: a
     lease owner, an expected status), setting ``values`` on it (``REQUEUE`` for the status of
     a decision). Returns the sequence number of the first event appended. Raises
-    ``TransitionRefused`` when the guard matches no row, ``NotFound`` without a run."""
+    ``TransitionRefused`` when the guard matches no row, ``NotFound`` without a run.
+
+    ``expect``: the sequence number the caller expects its events to get. When they would get
+    another and the journal already holds these very events from ``expect`` on, an earlier
+    attempt of this append committed though its caller was told it failed (the connection
+    died during COMMIT): ``AlreadyAppended`` is raised instead of appending them twice."""
     count = len(events)
     items = sorted((values or {}).items())
     shape = tuple((key, value is REQUEUE) for key, value in items)
@@ -350,6 +357,8 @@ def append_journal(
             raise NotFound(f"run {run_id} not found", run_id=run_id)
         raise TransitionRefused(refused, current=current, run_id=run_id)
     first = next_seq - count
+    if expect is not None and first != expect and _landed(conn, run_id, expect, events):
+        raise AlreadyAppended(expect)  # rolls this attempt back: the events are there once
     if events:
         FAST_INSERT_JOURNAL(
             conn,
@@ -366,6 +375,36 @@ def append_journal(
             ],
         )
     return int(first)
+
+
+class AlreadyAppended(Exception):
+    """An append found its events already in the journal from ``first`` on (see
+    ``append_journal``'s ``expect``)."""
+
+    def __init__(self, first: int) -> None:
+        super().__init__(first)
+        self.first = first
+
+
+_JOURNAL_SLICE = Fast(
+    select(t.journal.c.event, t.journal.c.step_id, t.journal.c.data)
+    .where(
+        t.journal.c.run_id == bindparam("run_id"),
+        t.journal.c.seq >= bindparam("first"),
+        t.journal.c.seq < bindparam("end"),
+    )
+    .order_by(t.journal.c.seq)
+)
+
+
+def _landed(conn: Connection, run_id: str, first: int, events: Sequence[NewEvent]) -> bool:
+    """Whether the journal holds ``events`` from ``first`` on (data compared as stored)."""
+    params = {"run_id": run_id, "first": first, "end": first + len(events)}
+    found = [
+        (row["event"], row["step_id"], row["data"])
+        for row in _JOURNAL_SLICE(conn, params).mappings()
+    ]
+    return found == [(e.event.value, e.step_id, json.loads(json.dumps(e.data))) for e in events]
 
 
 def insert_outbox(

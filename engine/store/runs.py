@@ -26,6 +26,7 @@ from engine.store.base import (
     FAST_INSERT_RUN,
     FAST_INSERT_TAKEOVER,
     Adopt,
+    AlreadyAppended,
     Guard,
     Plan,
     StoreBase,
@@ -245,10 +246,13 @@ class RunStore(StoreBase):
         error: str | None = None,
         outbox: Sequence[OutboxMessage] = (),
         parent_wakeup: tuple[str, NewEvent] | None = None,
+        expect: int | None = None,
     ) -> int:
         """Append events as the lease holder (fenced: a worker that lost its lease is refused).
         ``finish`` ends the run (completed/failed) in the same transaction, and wakes its parent
-        run when it has one. Returns the first sequence number appended."""
+        run when it has one. Returns the first sequence number appended. ``expect``: the
+        first sequence number the caller expects; an attempt whose commit was lost to the
+        caller but happened is not appended again (``append_journal``)."""
 
         def work(conn: Connection) -> int:
             values: dict[str, Any] = {}
@@ -269,6 +273,7 @@ class RunStore(StoreBase):
                 owner=owner,
                 values=values,
                 refused="the run's lease is held by another worker or the run has ended",
+                expect=expect,
             )
             if parent_wakeup is not None:
                 parent_id, parent_event = parent_wakeup
@@ -276,7 +281,10 @@ class RunStore(StoreBase):
             insert_outbox(conn, self, outbox, now)
             return first
 
-        return await self.db.transact(work)
+        try:
+            return await self.db.transact(work)
+        except AlreadyAppended as landed:
+            return landed.first
 
     async def park_run(
         self,
