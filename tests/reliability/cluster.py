@@ -106,6 +106,28 @@ class Cluster:
             rows = await conn.execute(select(t.runs.c.id, t.runs.c.status))
             return {r.id: r.status for r in rows}
 
+    async def failures(self) -> dict[str, tuple[str | None, list[tuple[str, str | None]]]]:
+        """run id -> (error, its journal's last events) for every failed run: what a test
+        shows when a run fails that should not have."""
+        async with self.db.connect() as conn:
+            failed = (
+                await conn.execute(
+                    select(t.runs.c.id, t.runs.c.error).where(t.runs.c.status == "failed")
+                )
+            ).all()
+        return {run_id: (error, (await self.journal_of(run_id))[-8:]) for run_id, error in failed}
+
+    async def journal_of(self, run_id: str) -> list[tuple[Any, ...]]:
+        """A run's journal: (seq, event, step id, data, at) in order."""
+        j = t.journal.c
+        async with self.db.connect() as conn:
+            rows = await conn.execute(
+                select(j.seq, j.event, j.step_id, j.data, j.at)
+                .where(j.run_id == run_id)
+                .order_by(j.seq)
+            )
+            return [tuple(r) for r in rows]
+
     async def pending_requests(self) -> dict[str, str]:
         """run id -> its pending takeover request id."""
         async with self.db.connect() as conn:
