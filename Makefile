@@ -28,6 +28,7 @@ test: install
 
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy --strict engine bot cards
 
 # Each benchmark's defaults finish in a few minutes. No benchmark at all is a failure, not a pass.

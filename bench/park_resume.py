@@ -146,9 +146,7 @@ async def main(runs: int, sample: int, db: str) -> None:
     parked_tasks = len(asyncio.all_tasks())
     rss_after = rss_bytes()
 
-    requests = await engine.store.list_takeovers(
-        statuses=[TakeoverStatus.PENDING], limit=runs + 10
-    )
+    requests = await engine.store.list_takeovers(statuses=[TakeoverStatus.PENDING], limit=runs + 10)
     by_run = {r.run_id: r.id for r in requests}
 
     # -- one release at a time: release-to-act latency ------------------------------------------
@@ -204,15 +202,21 @@ async def main(runs: int, sample: int, db: str) -> None:
     print(f"runs                         {runs}")
     print(f"park rate                    {runs / park_seconds:,.0f} runs/s")
     print(f"asyncio tasks idle / parked  {idle_tasks} / {parked_tasks}")
-    print(f"RSS before / after parking   {rss_before / 2**20:.1f} MiB / {rss_after / 2**20:.1f} MiB"
-          f"  (+{(rss_after - rss_before) / 2**20:.1f} MiB)")
+    print(
+        f"RSS before / after parking   {rss_before / 2**20:.1f} MiB / {rss_after / 2**20:.1f} MiB"
+        f"  (+{(rss_after - rss_before) / 2**20:.1f} MiB)"
+    )
     print(f"bytes per parked run         {(rss_after - rss_before) / runs:,.0f}")
     print(f"decisions/s (32 concurrent)  {decisions:,.0f}   (workers paused, n={half})")
     print(f"resume rate                  {half / resume_seconds:,.0f} runs/s (decided runs -> act)")
-    print(f"decide while resuming        {mixed / mixed_decide_seconds:,.0f} decisions/s, "
-          f"{mixed / mixed_seconds:,.0f} runs/s completed (n={mixed})")
-    print(f"release-to-act, one at a time (n={len(latencies)}): "
-          f"p50 {statistics.median(latencies):.2f} ms, p99 {pct(latencies, 99):.2f} ms")
+    print(
+        f"decide while resuming        {mixed / mixed_decide_seconds:,.0f} decisions/s, "
+        f"{mixed / mixed_seconds:,.0f} runs/s completed (n={mixed})"
+    )
+    print(
+        f"release-to-act, one at a time (n={len(latencies)}): "
+        f"p50 {statistics.median(latencies):.2f} ms, p99 {pct(latencies, 99):.2f} ms"
+    )
     if db == "sqlite":
         print(f"bare single-row commits/s    {commit_rate:,.0f}")
         print(f"ratio decisions/commits      {decisions / commit_rate:.2f}")

@@ -383,8 +383,9 @@ class SignoffHttpArm(SignoffArm):
 
     async def start_server(self) -> None:
         await self.cluster.setup()
-        await self.cluster.create_tokens([("agent", Role.AGENT, None),
-                                          ("ann", Role.APPROVER, "ann")])
+        await self.cluster.create_tokens(
+            [("agent", Role.AGENT, None), ("ann", Role.APPROVER, "ann")]
+        )
         await self.cluster.start()
         self.http = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=120),
@@ -754,25 +755,40 @@ def choose(asked: str | None) -> list[str]:
         if not missing:
             chosen.append(system)
             continue
-        note = (f"{system}: module(s) {', '.join(missing)} not installed in {sys.executable}; "
-                "`make bench-peers` (or `make bench`) installs them into .venv-peers from "
-                "bench/peers/requirements.txt and runs this script with .venv-peers/bin/python")
+        note = (
+            f"{system}: module(s) {', '.join(missing)} not installed in {sys.executable}; "
+            "`make bench-peers` (or `make bench`) installs them into .venv-peers from "
+            "bench/peers/requirements.txt and runs this script with .venv-peers/bin/python"
+        )
         if asked:
             raise SystemExit(note)
         print(f"skipped {note}", file=sys.stderr)
     return chosen
 
 
-def run_child(
-    system: str, directory: Path, runs: int, sample: int, starters: int
-) -> Result | None:
+def run_child(system: str, directory: Path, runs: int, sample: int, starters: int) -> Result | None:
     log_path = directory / f"{system}.log"
     print(f"== {system}: {runs} runs (log: {log_path})", flush=True)
     with log_path.open("w") as err:
         done = subprocess.run(
-            [sys.executable, __file__, "--child", system, "--runs", str(runs),
-             "--sample", str(sample), "--dir", str(directory), "--starters", str(starters)],
-            stdout=subprocess.PIPE, stderr=err, text=True, check=False,
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                system,
+                "--runs",
+                str(runs),
+                "--sample",
+                str(sample),
+                "--dir",
+                str(directory),
+                "--starters",
+                str(starters),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            check=False,
         )
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
@@ -810,8 +826,10 @@ def print_table(results: list[Result], sample: int, starters: int) -> None:
     width = max(len(label) for label, _ in ROWS) + 2
     runs = results[0].runs
     how = "one after another" if starters == 1 else f"from {starters} threads at once"
-    print(f"\n{runs} runs per system, started {how}; one-at-a-time sample {sample}, "
-          f"burst {runs - sample}")
+    print(
+        f"\n{runs} runs per system, started {how}; one-at-a-time sample {sample}, "
+        f"burst {runs - sample}"
+    )
     print("figure".ljust(width) + "".join(f"{r.system:>16}" for r in results))
     for label, cell in ROWS:
         print(label.ljust(width) + "".join(f"{cell(r):>16}" for r in results))
@@ -820,23 +838,38 @@ def print_table(results: list[Result], sample: int, starters: int) -> None:
         for peer in ("langgraph", "langgraph-async", "dbos"):
             if ours in by_name and peer in by_name:
                 a, b = by_name[ours], by_name[peer]
-                print(f"{ours}/{peer}: park rate x{a.park_rate / b.park_rate:.2f}, "
-                      f"resume rate x{a.resume_rate / b.resume_rate:.2f}")
+                print(
+                    f"{ours}/{peer}: park rate x{a.park_rate / b.park_rate:.2f}, "
+                    f"resume rate x{a.resume_rate / b.resume_rate:.2f}"
+                )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--sample", type=int, default=200,
-                        help="runs released one at a time (at most half of --runs)")
-    parser.add_argument("--systems", help=f"comma-separated, of {','.join(SYSTEMS)} (default:"
-                        f" those of {','.join(DEFAULT_SYSTEMS)} whose packages are installed)")
-    parser.add_argument("--dir", help="a directory on the disk to measure (default: the temp"
-                                      " dir); a new directory inside it holds the databases and"
-                                      " is removed afterwards unless a system failed")
-    parser.add_argument("--starters", type=int, default=1,
-                        help="threads starting runs at once while parking (default 1: one"
-                             " after another)")
+    parser.add_argument(
+        "--sample",
+        type=int,
+        default=200,
+        help="runs released one at a time (at most half of --runs)",
+    )
+    parser.add_argument(
+        "--systems",
+        help=f"comma-separated, of {','.join(SYSTEMS)} (default:"
+        f" those of {','.join(DEFAULT_SYSTEMS)} whose packages are installed)",
+    )
+    parser.add_argument(
+        "--dir",
+        help="a directory on the disk to measure (default: the temp"
+        " dir); a new directory inside it holds the databases and"
+        " is removed afterwards unless a system failed",
+    )
+    parser.add_argument(
+        "--starters",
+        type=int,
+        default=1,
+        help="threads starting runs at once while parking (default 1: one after another)",
+    )
     parser.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     sample = max(1, min(args.sample, args.runs // 2))

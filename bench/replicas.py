@@ -117,20 +117,28 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def measure(db: str, replicas: int, runs: int, sample: int, arrivals: Arrivals) -> dict[
-    str, Any
-]:
+async def measure(
+    db: str, replicas: int, runs: int, sample: int, arrivals: Arrivals
+) -> dict[str, Any]:
     async with scratch_database(db) as url:
         with tempfile.TemporaryDirectory(prefix="signoff-replicas-") as tmp:
-            cluster = Cluster(Path(tmp), url, config(arrivals.url), replicas=replicas,
-                              server="{workers: 32, leaseSeconds: 30, pollSeconds: 60}")
+            cluster = Cluster(
+                Path(tmp),
+                url,
+                config(arrivals.url),
+                replicas=replicas,
+                server="{workers: 32, leaseSeconds: 30, pollSeconds: 60}",
+            )
             try:
                 await cluster.setup()
-                await cluster.create_tokens([("agent", Role.AGENT, None),
-                                             ("bob", Role.APPROVER, "bob")])
+                await cluster.create_tokens(
+                    [("agent", Role.AGENT, None), ("bob", Role.APPROVER, "bob")]
+                )
                 await cluster.start()
-                async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60),
-                                                 connector=aiohttp.TCPConnector(limit=64)) as http:
+                async with aiohttp.ClientSession(
+                    timeout=aiohttp.ClientTimeout(total=60),
+                    connector=aiohttp.TCPConnector(limit=64),
+                ) as http:
                     total = runs + sample
                     await start_runs(http, cluster, cluster.tokens["agent"], "bench", total)
 
@@ -147,7 +155,8 @@ async def measure(db: str, replicas: int, runs: int, sample: int, arrivals: Arri
                         server = cluster.servers[i % len(cluster.servers)]
                         async with http.post(
                             f"{server.base}/v1/runs/{run_id}/takeover/{pending[run_id]}/grant",
-                            json={"release": True}, headers=headers,
+                            json={"release": True},
+                            headers=headers,
                         ) as resp:
                             assert resp.status == 200, await resp.text()
                         return time.perf_counter()
@@ -164,8 +173,10 @@ async def measure(db: str, replicas: int, runs: int, sample: int, arrivals: Arri
                     await asyncio.gather(*(gated(i, r) for i, r in enumerate(bulk)))
                     decisions = len(bulk) / (time.perf_counter() - started)
                     cpu_after = cpu_by_side(replica_pids)
-                    cpu_ms = {side: (cpu_after[side] - cpu_before[side]) * 1000 / len(bulk)
-                              for side in cpu_after}
+                    cpu_ms = {
+                        side: (cpu_after[side] - cpu_before[side]) * 1000 / len(bulk)
+                        for side in cpu_after
+                    }
 
                     latencies = []
                     for i, run_id in enumerate(timed):
@@ -176,8 +187,13 @@ async def measure(db: str, replicas: int, runs: int, sample: int, arrivals: Arri
             finally:
                 await cluster.close()
         commits = await bare_commits(url)
-    return {"decisions": decisions, "p50": statistics.median(latencies),
-            "p99": pct(latencies, 0.99), "commits": commits, "cpu_ms": cpu_ms}
+    return {
+        "decisions": decisions,
+        "p50": statistics.median(latencies),
+        "p99": pct(latencies, 0.99),
+        "commits": commits,
+        "cpu_ms": cpu_ms,
+    }
 
 
 async def reachable(db: str) -> bool:
@@ -207,16 +223,21 @@ async def main(db: str, runs: int, sample: int, counts: list[int]) -> None:
     arrivals.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
     try:
         print(f"{runs} decisions (32 at a time) + {sample} timed one at a time, per row")
-        print(f"{'replicas':>8} {'decisions/s':>12} {'p50 ms':>8} {'p99 ms':>8} "
-              f"{'commits/s':>10} {'ratio':>6}   CPU ms per decision: replicas / postgres / "
-              f"driver = sum (cores: {os.cpu_count()})")
+        print(
+            f"{'replicas':>8} {'decisions/s':>12} {'p50 ms':>8} {'p99 ms':>8} "
+            f"{'commits/s':>10} {'ratio':>6}   CPU ms per decision: replicas / postgres / "
+            f"driver = sum (cores: {os.cpu_count()})"
+        )
         for n in counts:
             r = await measure(db, n, runs, sample, arrivals)
             cpu = r["cpu_ms"]
-            print(f"{n:>8} {r['decisions']:>12.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} "
-                  f"{r['commits']:>10.0f} {r['decisions'] / r['commits']:>6.2f}   "
-                  f"{cpu['replicas']:.2f} / {cpu['postgres']:.2f} / {cpu['driver']:.2f} = "
-                  f"{sum(cpu.values()):.2f}", flush=True)
+            print(
+                f"{n:>8} {r['decisions']:>12.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} "
+                f"{r['commits']:>10.0f} {r['decisions'] / r['commits']:>6.2f}   "
+                f"{cpu['replicas']:.2f} / {cpu['postgres']:.2f} / {cpu['driver']:.2f} = "
+                f"{sum(cpu.values()):.2f}",
+                flush=True,
+            )
     finally:
         await runner.cleanup()
 

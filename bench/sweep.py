@@ -78,20 +78,42 @@ async def insert_overdue(url: str, n: int) -> float:
     started = time.perf_counter()
     try:
         for first in range(0, n, CHUNK):
-            ids = [f"{i:08d}-0000-4000-8000-{secrets.token_hex(6)}" for i in
-                   range(first, min(n, first + CHUNK))]
+            ids = [
+                f"{i:08d}-0000-4000-8000-{secrets.token_hex(6)}"
+                for i in range(first, min(n, first + CHUNK))
+            ]
             runs = [
-                {"id": rid, "workflow": "bench", "status": "waiting", "input": {},
-                 "next_seq": 4, "created_at": created, "updated_at": created}
+                {
+                    "id": rid,
+                    "workflow": "bench",
+                    "status": "waiting",
+                    "input": {},
+                    "next_seq": 4,
+                    "created_at": created,
+                    "updated_at": created,
+                }
                 for rid in ids
             ]
             requests = [
-                {"id": "r" + rid[1:], "run_id": rid, "step_id": "approve", "kind": "node",
-                 "status": "pending", "reason": "bench", "approvers": [],
-                 "approvals_required": 1, "approvals": 0, "allow_self_approval": False,
-                 "timeout_behavior": "auto-reject", "channels": [], "details": {},
-                 "deny_reason_required": False, "escalate_to": [], "created_at": created,
-                 "expires_at": expires}
+                {
+                    "id": "r" + rid[1:],
+                    "run_id": rid,
+                    "step_id": "approve",
+                    "kind": "node",
+                    "status": "pending",
+                    "reason": "bench",
+                    "approvers": [],
+                    "approvals_required": 1,
+                    "approvals": 0,
+                    "allow_self_approval": False,
+                    "timeout_behavior": "auto-reject",
+                    "channels": [],
+                    "details": {},
+                    "deny_reason_required": False,
+                    "escalate_to": [],
+                    "created_at": created,
+                    "expires_at": expires,
+                }
                 for rid in ids
             ]
             async with engine.begin() as conn:
@@ -115,8 +137,9 @@ async def bare_commits(url: str, seconds: float = 3.0) -> float:
             await conn.commit()
             count, started = 0, time.perf_counter()
             while time.perf_counter() - started < seconds:
-                await conn.execute(text("INSERT INTO bench_commit (id, v) VALUES (:i, 'x')"),
-                                   {"i": count})
+                await conn.execute(
+                    text("INSERT INTO bench_commit (id, v) VALUES (:i, 'x')"), {"i": count}
+                )
                 await conn.commit()
                 count += 1
             return count / (time.perf_counter() - started)
@@ -130,8 +153,10 @@ async def main(n: int, db: str) -> None:
         print(f"database: {make_url(url).get_backend_name()}, {n:,} overdue requests")
         took = await insert_overdue(url, n)
         print(f"bulk insert: {took:.1f} s ({2 * n / took:,.0f} rows/s)")
-        engine = Engine(parse_config(f"database: {{url: '{url}'}}\n" + CONFIG, {}),
-                        EngineOptions(sweep_interval_seconds=3600))
+        engine = Engine(
+            parse_config(f"database: {{url: '{url}'}}\n" + CONFIG, {}),
+            EngineOptions(sweep_interval_seconds=3600),
+        )
         try:
             if engine.db_clock is not None:
                 await engine.db_clock.sync()
@@ -143,18 +168,26 @@ async def main(n: int, db: str) -> None:
         check = create_async_engine(url, poolclass=NullPool)
         try:
             async with check.connect() as conn:
-                left = await conn.scalar(select(func.count()).select_from(t.takeover_requests)
-                                         .where(t.takeover_requests.c.status == "pending"))
-                queued = await conn.scalar(select(func.count()).select_from(t.runs)
-                                           .where(t.runs.c.status == "queued"))
+                left = await conn.scalar(
+                    select(func.count())
+                    .select_from(t.takeover_requests)
+                    .where(t.takeover_requests.c.status == "pending")
+                )
+                queued = await conn.scalar(
+                    select(func.count()).select_from(t.runs).where(t.runs.c.status == "queued")
+                )
         finally:
             await check.dispose()
         rate = expired / took if took else 0.0
-        print(f"sweep: {expired:,} expired in {took:.1f} s ({rate:,.0f} expirations/s); "
-              f"left pending {left}, runs re-queued {queued:,}")
+        print(
+            f"sweep: {expired:,} expired in {took:.1f} s ({rate:,.0f} expirations/s); "
+            f"left pending {left}, runs re-queued {queued:,}"
+        )
         commits = await bare_commits(url)
-        print(f"bare single-row commits: {commits:,.0f}/s; "
-              f"ratio expirations/commits: {rate / commits:.2f}")
+        print(
+            f"bare single-row commits: {commits:,.0f}/s; "
+            f"ratio expirations/commits: {rate / commits:.2f}"
+        )
 
 
 if __name__ == "__main__":

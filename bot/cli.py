@@ -132,8 +132,10 @@ async def _check_database(config: AppConfig) -> int:
         await db.dispose()
     head = head_revision()
     if revision != head:
-        print(f"database: reachable ({db.dialect}), at revision {revision}, code expects {head}: "
-              "run signoff migrate")
+        print(
+            f"database: reachable ({db.dialect}), at revision {revision}, code expects {head}: "
+            "run signoff migrate"
+        )
         return 0
     print(f"database: ok ({db.dialect}, revision {revision})")
     return 0

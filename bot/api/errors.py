@@ -34,9 +34,7 @@ def status_for(exc: e.SignoffError) -> int:
     return 500
 
 
-def error_response(
-    http_status: int, code: str, message: str, **extra: object
-) -> web.Response:
+def error_response(http_status: int, code: str, message: str, **extra: object) -> web.Response:
     body = {"error": code, "message": message, **{k: v for k, v in extra.items() if v is not None}}
     return web.json_response(body, status=http_status)
 

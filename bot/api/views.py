@@ -104,55 +104,62 @@ def _record(properties: dict[str, Any]) -> dict[str, Any]:
 
 
 SCHEMAS: dict[str, dict[str, Any]] = {
-    "Run": _record({
-        "id": _STR,
-        "workflow": _STR,
-        "status": _enum(RunStatus),
-        "input": {"type": "object"},
-        "output": {},
-        "error": _TEXT,
-        "requestedBy": _TEXT,
-        "agent": _TEXT,
-        "parentRunId": _TEXT,
-        "parentStepId": _TEXT,
-        "idempotencyKey": _TEXT,
-        "createdAt": _TIME,
-        "updatedAt": _TIME,
-    }),
-    "TakeoverRequest": _record({
-        "id": _STR,
-        "runId": _STR,
-        "stepId": _TEXT,
-        "kind": _enum(TakeoverKind),
-        "status": _enum(TakeoverStatus),
-        "reason": _STR,
-        "approvers": _STRINGS,
-        "approvalsRequired": {"type": "integer", "minimum": 1},
-        "approvals": {"type": "array", "items": _record(
-            {"person": _STR, "at": _TIME, "notes": _TEXT}
-        )},
-        "allowSelfApproval": {"type": "boolean"},
-        "timeoutBehavior": _enum(TimeoutBehavior),
-        "channels": _STRINGS,
-        "details": {"type": "object"},
-        "decidedBy": _TEXT,
-        "decidedAt": _MAYBE_TIME,
-        "notes": _TEXT,
-        "releasedBy": _TEXT,
-        "releasedAt": _MAYBE_TIME,
-        "sdpOffer": _TEXT,
-        "sdpAnswer": _TEXT,
-        "createdAt": _TIME,
-        "expiresAt": _TIME,
-        "approvalUrl": _STR,
-    }),
-    "JournalEntry": _record({
-        "seq": {"type": "integer"},
-        "event": _enum(JournalEvent),
-        "stepId": _TEXT,
-        "data": {"type": "object"},
-        "at": _TIME,
-    }),
+    "Run": _record(
+        {
+            "id": _STR,
+            "workflow": _STR,
+            "status": _enum(RunStatus),
+            "input": {"type": "object"},
+            "output": {},
+            "error": _TEXT,
+            "requestedBy": _TEXT,
+            "agent": _TEXT,
+            "parentRunId": _TEXT,
+            "parentStepId": _TEXT,
+            "idempotencyKey": _TEXT,
+            "createdAt": _TIME,
+            "updatedAt": _TIME,
+        }
+    ),
+    "TakeoverRequest": _record(
+        {
+            "id": _STR,
+            "runId": _STR,
+            "stepId": _TEXT,
+            "kind": _enum(TakeoverKind),
+            "status": _enum(TakeoverStatus),
+            "reason": _STR,
+            "approvers": _STRINGS,
+            "approvalsRequired": {"type": "integer", "minimum": 1},
+            "approvals": {
+                "type": "array",
+                "items": _record({"person": _STR, "at": _TIME, "notes": _TEXT}),
+            },
+            "allowSelfApproval": {"type": "boolean"},
+            "timeoutBehavior": _enum(TimeoutBehavior),
+            "channels": _STRINGS,
+            "details": {"type": "object"},
+            "decidedBy": _TEXT,
+            "decidedAt": _MAYBE_TIME,
+            "notes": _TEXT,
+            "releasedBy": _TEXT,
+            "releasedAt": _MAYBE_TIME,
+            "sdpOffer": _TEXT,
+            "sdpAnswer": _TEXT,
+            "createdAt": _TIME,
+            "expiresAt": _TIME,
+            "approvalUrl": _STR,
+        }
+    ),
+    "JournalEntry": _record(
+        {
+            "seq": {"type": "integer"},
+            "event": _enum(JournalEvent),
+            "stepId": _TEXT,
+            "data": {"type": "object"},
+            "at": _TIME,
+        }
+    ),
 }
 
 

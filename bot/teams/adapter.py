@@ -230,11 +230,17 @@ class TeamsAdapter:
                 await self._pace(conversation_id)
             await context.send_activity(_activity(message))
         except (
-            Throttled, HttpOperationError, ClientRequestError, DeserializationError, OSError
+            Throttled,
+            HttpOperationError,
+            ClientRequestError,
+            DeserializationError,
+            OSError,
         ) as exc:
             log.warning(
-                "teams: a reply in %s was not sent: %s: %s", conversation_id,
-                type(exc).__name__, exc,
+                "teams: a reply in %s was not sent: %s: %s",
+                conversation_id,
+                type(exc).__name__,
+                exc,
             )
 
     # -- outgoing ------------------------------------------------------------------------------

@@ -103,7 +103,9 @@ class FakeLlm:
             self.in_flight -= 1
         if reply.raw is not None:
             return web.Response(
-                text=reply.raw, status=reply.status, headers=reply.headers,
+                text=reply.raw,
+                status=reply.status,
+                headers=reply.headers,
                 content_type="application/json",
             )
         if reply.status >= 400:

@@ -26,8 +26,9 @@ async def api(migrated_db_url):
 
 
 async def test_start_park_grant_release(api):
-    status, run = await api.call("POST", "/v1/runs", as_="agent",
-                                 json={"workflow": "pay", "input": {"order": "o-1"}})
+    status, run = await api.call(
+        "POST", "/v1/runs", as_="agent", json={"workflow": "pay", "input": {"order": "o-1"}}
+    )
     assert status == 201, run
     await wait_status(api.engine, run["id"], RunStatus.WAITING)
     status, listing = await api.call("GET", f"/v1/runs/{run['id']}/takeover", as_="bob")

@@ -93,7 +93,8 @@ async def test_quorum_two_of_three(api: Api) -> None:
     assert body["approvalsRequired"] == 2
     assert (await api.engine.store.get_run(run_id)).status == RunStatus.WAITING
     granted = [
-        e for e in await api.engine.store.journal(run_id)
+        e
+        for e in await api.engine.store.journal(run_id)
         if e.event == JournalEvent.TAKEOVER_GRANTED
     ]
     assert [(e.data["by"], e.data["final"], e.data["approvals"]) for e in granted] == [
@@ -110,7 +111,8 @@ async def test_quorum_two_of_three(api: Api) -> None:
     assert body["status"] == "released" and body["decidedBy"] == "carol"
     assert [v["person"] for v in body["approvals"]] == ["bob", "carol"]
     granted = [
-        e for e in await api.engine.store.journal(run_id)
+        e
+        for e in await api.engine.store.journal(run_id)
         if e.event == JournalEvent.TAKEOVER_GRANTED
     ]  # the refused duplicate counted nothing
     assert [(e.data["by"], e.data["final"], e.data["approvals"]) for e in granted] == [

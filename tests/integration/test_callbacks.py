@@ -101,7 +101,7 @@ async def test_outcome_is_signed_and_retried_after_a_500(api, clock, receiver_fa
     await wait_for(lambda: hits(1))
 
     async def retry_scheduled():
-        (record, state), = await _callback_rows(api, execution_id)
+        ((record, state),) = await _callback_rows(api, execution_id)
         return record.attempts == 1 and (record, state)
 
     record, state = await wait_for(retry_scheduled)
@@ -147,7 +147,7 @@ async def test_denial_is_called_back_and_a_4xx_is_not_retried(api, clock, receiv
         return rows and rows[0][1] == "failed"
 
     await wait_for(failed_for_good)
-    (headers, raw), = receiver.received
+    ((headers, raw),) = receiver.received
     assert json.loads(raw) == {
         "executionId": body["executionId"],
         "status": "denied",

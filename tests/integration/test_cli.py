@@ -89,8 +89,16 @@ async def test_token_create_prints_the_token_once_and_stores_only_its_hash(
     config = write_config(tmp_path, "people: {alice: {email: a@example.com}}\n")
     assert (await run_cli("migrate", "--config", str(config)))[0] == 0
     code, out, _ = await run_cli(
-        "token", "create", "--role", "admin", "--name", "x", "--person", "alice",
-        "--config", str(config),
+        "token",
+        "create",
+        "--role",
+        "admin",
+        "--name",
+        "x",
+        "--person",
+        "alice",
+        "--config",
+        str(config),
     )
     assert code == 0
     token = out.strip().splitlines()[-1]
@@ -110,8 +118,16 @@ async def test_token_create_prints_the_token_once_and_stores_only_its_hash(
     assert code == 1 and "already exists" in err
 
     code, _, err = await run_cli(
-        "token", "create", "--role", "agent", "--name", "y", "--person", "nobody",
-        "--config", str(config),
+        "token",
+        "create",
+        "--role",
+        "agent",
+        "--name",
+        "y",
+        "--person",
+        "nobody",
+        "--config",
+        str(config),
     )
     assert code == 2 and "nobody" in err
 

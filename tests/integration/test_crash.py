@@ -103,7 +103,7 @@ async def test_killed_mid_step_resumes_with_the_same_idempotency_key(
     port = free_port()
     config.write_text(app_yaml(db_url, port, remote.url))
     await cli(config, "migrate")
-    agent = (await cli(config, "token", "create", "--role", "agent", "--name", "agent"))
+    agent = await cli(config, "token", "create", "--role", "agent", "--name", "agent")
     agent = agent.strip().splitlines()[-1]
     admin = await cli(
         config, "token", "create", "--role", "admin", "--name", "ops", "--person", "alice"
@@ -116,7 +116,10 @@ async def test_killed_mid_step_resumes_with_the_same_idempotency_key(
         await first.start()
         async with aiohttp.ClientSession() as http:
             status, run = await call(
-                http, "POST", first.base + "/v1/runs", agent,
+                http,
+                "POST",
+                first.base + "/v1/runs",
+                agent,
                 {"workflow": "crashy", "input": {"order": "o-7"}},
             )
             assert status == 201, run
@@ -138,9 +141,7 @@ async def test_killed_mid_step_resumes_with_the_same_idempotency_key(
                 await asyncio.sleep(0.1)
             assert run["status"] == "completed", (run, log.read_text())
             _, ledger = await call(http, "GET", f"{second.base}/v1/ledger?runId={run_id}", admin)
-            _, journal = await call(
-                http, "GET", f"{second.base}/v1/runs/{run_id}/journal", agent
-            )
+            _, journal = await call(http, "GET", f"{second.base}/v1/runs/{run_id}/journal", agent)
     finally:
         await first.kill()
         await second.stop()

@@ -108,8 +108,9 @@ async def test_fifty_grants_one_wins(api: Api) -> None:
     results = await asyncio.gather(
         *(decide(api, run_id, request_id, who, "grant") for who in RACERS)
     )
-    winners = [(who, body) for who, (status, body) in zip(RACERS, results, strict=True)
-               if status == 200]
+    winners = [
+        (who, body) for who, (status, body) in zip(RACERS, results, strict=True) if status == 200
+    ]
     assert len(winners) == 1, results
     winner, body = winners[0]
     assert body["status"] == "released" and body["decidedBy"] == winner
@@ -138,16 +139,24 @@ async def test_grant_and_deny_race(api: Api, rounds: int) -> None:
         run_id, request_id = await parked(api, order=f"o-{round_}")
         verbs = ["grant" if i % 2 == round_ % 2 else "deny" for i in range(len(RACERS))]
         results = await asyncio.gather(
-            *(decide(api, run_id, request_id, who, verb)
-              for who, verb in zip(RACERS, verbs, strict=True))
+            *(
+                decide(api, run_id, request_id, who, verb)
+                for who, verb in zip(RACERS, verbs, strict=True)
+            )
         )
-        ok = [(verb, body) for verb, (status, body) in zip(verbs, results, strict=True)
-              if status == 200]
+        ok = [
+            (verb, body)
+            for verb, (status, body) in zip(verbs, results, strict=True)
+            if status == 200
+        ]
         assert len(ok) == 1, results
         verb, body = ok[0]
         outcomes[verb] += 1
-        assert all(status == 409 and body["error"] == "already_decided"
-                   for status, body in results if status != 200)
+        assert all(
+            status == 409 and body["error"] == "already_decided"
+            for status, body in results
+            if status != 200
+        )
         final = "completed" if verb == "grant" else "failed"
         assert await wait_status(api.engine, run_id, RunStatus(final)) == RunStatus(final)
         counts = events(await api.engine.store.journal(run_id))
@@ -174,8 +183,10 @@ async def test_fifty_releases_one_wins(api: Api) -> None:
     )
     assert status == 200 and body["status"] == "granted"
     results = await asyncio.gather(
-        *(api.call("POST", f"/v1/runs/{run_id}/takeover/{request_id}/release", as_=who)
-          for who in RACERS)
+        *(
+            api.call("POST", f"/v1/runs/{run_id}/takeover/{request_id}/release", as_=who)
+            for who in RACERS
+        )
     )
     assert sorted(status for status, _ in results) == [200] + [409] * 49, results
     assert {body["error"] for status, body in results if status == 409} == {"invalid_transition"}

@@ -121,9 +121,7 @@ async def test_a_run_that_has_not_parked_keeps_its_worker(migrated_db_url: str) 
     engine = make_engine(migrated_db_url, FLOW)
     now = engine.clock.now()
     held = Adopt("other-worker", now + timedelta(seconds=30))
-    await engine.store.create_run(
-        NewRun(id="r-held", workflow="flow", input={}, adopt=held), now
-    )
+    await engine.store.create_run(NewRun(id="r-held", workflow="flow", input={}, adopt=held), now)
     admin = person("ann", Role.ADMIN)
     request = await engine.approvals.request("r-held", admin, reason="look first")
     await engine.approvals.grant(request.id, admin)
@@ -208,5 +206,9 @@ async def test_the_worker_is_handed_the_run_and_journal_as_committed(
     assert (handed_run.status, handed_run.lease_owner) == (RunStatus.RUNNING, "elsewhere")
     assert handed_journal == stored_journal
     assert [e.event.value for e in stored_journal[-5:]] == [
-        "takeover_granted", "takeover_released", "run_resumed", "step_completed", "step_started"
+        "takeover_granted",
+        "takeover_released",
+        "run_resumed",
+        "step_completed",
+        "step_started",
     ]

@@ -117,8 +117,10 @@ async def test_a_failed_llm_diverts_whatever_the_threshold(store, clock):
     async with FakeLlm() as llm:
         llm.default = Reply("down", status=503)
         sampler = OpenAICompatibleSampler(llm.base_url, "fake-model", max_retries=0)
-        env = {"SIGNOFF_CONFIDENCE_ESTIMATOR": "self-consistency",
-               "SIGNOFF_CONFIDENCE_GATE_THRESHOLD": "0"}
+        env = {
+            "SIGNOFF_CONFIDENCE_ESTIMATOR": "self-consistency",
+            "SIGNOFF_CONFIDENCE_GATE_THRESHOLD": "0",
+        }
         try:
             found = await make_gate(store, clock, env, sampler=sampler).assess(question())
         finally:
@@ -170,16 +172,32 @@ async def test_a_gate_error_diverts(store, clock):
 _ids = itertools.count(1)
 
 
-async def executed_step(store, clock, *, agent="billing-bot", node_type="connector",
-                        status=RunStatus.COMPLETED, decision="execute", feedback=(),
-                        completed=True):
+async def executed_step(
+    store,
+    clock,
+    *,
+    agent="billing-bot",
+    node_type="connector",
+    status=RunStatus.COMPLETED,
+    decision="execute",
+    feedback=(),
+    completed=True,
+):
     """A run in which the gate scored one step and (by default) let it run."""
     run_id = f"hist-{next(_ids):05d}"
     events = [
         NewEvent(JournalEvent.STEP_STARTED, "act", {"nodeType": node_type}),
-        NewEvent(JournalEvent.CONFIDENCE_EVALUATED, "act",
-                 {"score": 0.9, "threshold": 0.75, "decision": decision,
-                  "node_type": node_type, "estimator": "verbalization"}),
+        NewEvent(
+            JournalEvent.CONFIDENCE_EVALUATED,
+            "act",
+            {
+                "score": 0.9,
+                "threshold": 0.75,
+                "decision": decision,
+                "node_type": node_type,
+                "estimator": "verbalization",
+            },
+        ),
     ]
     if completed:
         events.append(NewEvent(JournalEvent.STEP_COMPLETED, "act", {"output": {}}))
@@ -279,4 +297,3 @@ async def test_feedback_is_journaled_on_finished_runs(store, clock):
     for bad in (0, 6, True, 2.5):
         with pytest.raises(InvalidRequest):
             await gate.record_feedback(run_id, "act", bad, None, "carol")
-

@@ -40,7 +40,9 @@ async def llm():
 
 async def start(api, order="A-17", amount=420):
     status, run = await api.call(
-        "POST", "/v1/runs", as_="agent",
+        "POST",
+        "/v1/runs",
+        as_="agent",
         json={"workflow": "refund", "input": {"order": order, "amount": amount}},
     )
     assert status == 201, run
@@ -76,7 +78,9 @@ async def test_a_split_vote_is_diverted_and_runs_once_approved(migrated_db_url, 
         assert "0.60" in web and "3 of 5 samples said execute" in web
 
         status, body = await api.call(
-            "POST", f"/v1/runs/{run_id}/takeover/{request.id}/grant", as_="bob",
+            "POST",
+            f"/v1/runs/{run_id}/takeover/{request.id}/grant",
+            as_="bob",
             json={"release": True},
         )
         assert status == 200, body
@@ -105,7 +109,9 @@ async def test_a_denial_fails_the_step(migrated_db_url, llm):
         await wait_status(api.engine, run_id, RunStatus.WAITING)
         (request,) = await api.engine.store.list_takeovers(run_id=run_id)
         status, _ = await api.call(
-            "POST", f"/v1/runs/{run_id}/takeover/{request.id}/deny", as_="carol",
+            "POST",
+            f"/v1/runs/{run_id}/takeover/{request.id}/deny",
+            as_="carol",
             json={"notes": "wrong amount"},
         )
         assert status == 200
@@ -140,7 +146,8 @@ async def test_no_approval_channel_auto_approves(migrated_db_url, llm):
         await wait_status(api.engine, run_id, RunStatus.COMPLETED)
         journal = await events(api, run_id)
         (refund,) = [
-            e for e in journal
+            e
+            for e in journal
             if e.event == JournalEvent.CONFIDENCE_EVALUATED and e.step_id == "refund"
         ]
         assert refund.data["score"] == 0.6 and refund.data["decision"] == "execute"
@@ -186,7 +193,9 @@ async def test_get_and_patch_the_gate(migrated_db_url, llm):
         assert status == 400 and "colour" in body["message"]
 
         status, body = await api.call(
-            "PATCH", "/v1/gate", as_="admin",
+            "PATCH",
+            "/v1/gate",
+            as_="admin",
             json={"threshold": 0.9, "samples": 20, "scope": "node_type", "key": "connector"},
         )
         assert status == 200, body
@@ -204,12 +213,19 @@ async def test_get_and_patch_the_gate(migrated_db_url, llm):
         assert override["updatedBy"] == "alice" and override["key"] == "connector"
 
         status, body = await api.call(
-            "PATCH", "/v1/gate", as_="admin",
+            "PATCH",
+            "/v1/gate",
+            as_="admin",
             json={"threshold": None, "scope": "node_type", "key": "connector"},
         )
         assert body["changes"] == [
-            {"setting": "threshold", "scope": "node_type", "key": "connector", "old": 0.9,
-             "new": None}
+            {
+                "setting": "threshold",
+                "scope": "node_type",
+                "key": "connector",
+                "old": 0.9,
+                "new": None,
+            }
         ]
         status, body = await api.call("GET", "/v1/gate?nodeType=connector", as_="bob")
         assert body["settings"]["threshold"]["source"] == "app.yaml"
@@ -231,16 +247,18 @@ async def test_feedback_api(migrated_db_url, llm):
         )
         assert status == 201, body
         assert body["by"] == "bob" and body["score"] == 1 and body["stepId"] == "refund"
-        status, body = await api.call("POST", path, as_="agent", json={"stepId": "refund",
-                                                                      "score": 5})
+        status, body = await api.call(
+            "POST", path, as_="agent", json={"stepId": "refund", "score": 5}
+        )
         assert status == 201 and body["by"] == "token:agent"
         journal = await events(api, run_id)
         assert [e.data["score"] for e in journal if e.event == JournalEvent.FEEDBACK_RECORDED] == [
             1,
             5,
         ]
-        status, body = await api.call("POST", path, as_="bob", json={"stepId": "refund",
-                                                                    "score": 6})
+        status, body = await api.call(
+            "POST", path, as_="bob", json={"stepId": "refund", "score": 6}
+        )
         assert status == 400 and body["field"] == "score"
         status, body = await api.call("POST", path, as_="bob", json={"stepId": "x", "score": 3})
         assert status == 404

@@ -40,9 +40,7 @@ async def loaded(engine: Engine, name: str) -> dict[str, Any]:
 
 
 async def pending_request(engine: Engine, run_id: str) -> str:
-    (request,) = await engine.store.list_takeovers(
-        run_id=run_id, statuses=[TakeoverStatus.PENDING]
-    )
+    (request,) = await engine.store.list_takeovers(run_id=run_id, statuses=[TakeoverStatus.PENDING])
     return request.id
 
 

@@ -54,7 +54,11 @@ class Hung(Recorder):
 
 def replica(db_url: str, clock: ManualClock, name: str, sink: Recorder) -> Engine:
     return make_engine(
-        db_url, FLOW, clock=clock, name=name, sinks={"teams": sink},
+        db_url,
+        FLOW,
+        clock=clock,
+        name=name,
+        sinks={"teams": sink},
         server=f"{{workers: 4, leaseSeconds: {LEASE_SECONDS}, pollSeconds: 0.05}}",
     )
 

@@ -84,7 +84,9 @@ async def api(migrated_db_url: str, gate: tuple[Gate, str]) -> AsyncIterator[Api
 
 async def start(api: Api, workflow: str = "pay", **body: Any) -> tuple[int, Any]:
     return await api.call(
-        "POST", "/v1/runs", as_="agent",
+        "POST",
+        "/v1/runs",
+        as_="agent",
         json={"workflow": workflow, "input": body.pop("input", {"order": "o-1"}), **body},
     )
 
@@ -193,7 +195,9 @@ async def test_manual_takeover_of_a_queued_run(api: Api, gate: tuple[Gate, str])
     assert status == 201
     run_id = run["id"]
     status, tk = await api.call(
-        "POST", f"/v1/runs/{run_id}/takeover/request", as_="bob",
+        "POST",
+        f"/v1/runs/{run_id}/takeover/request",
+        as_="bob",
         json={"reason": "let me do the refund", "stepId": "act"},
     )
     assert status == 201, tk

@@ -168,9 +168,7 @@ async def test_the_run_page_streams_its_timeline_until_the_run_completes(api: Ap
     labels = " ".join(data for event, data in seen if event == "item")
     assert "Step lookup completed" in labels and "Approval requested" in labels
 
-    decide = await submit(
-        api.client, link_path(api.client, request, "bob"), {"action": "grant"}
-    )
+    decide = await submit(api.client, link_path(api.client, request, "bob"), {"action": "grant"})
     assert decide.status == 303
     rest = await _read_events(stream, until="end")
     assert ("end", "completed") in rest

@@ -96,8 +96,10 @@ async def test_an_ai_step_whose_llm_fails_fails_the_run_clearly(api: Api, llm: F
             "nodes[0].type",
         ),
         (
-            {"name": "bad", "nodes": [{"id": "a", "type": "connector", "connector": "nope",
-                                       "action": "x"}]},
+            {
+                "name": "bad",
+                "nodes": [{"id": "a", "type": "connector", "connector": "nope", "action": "x"}],
+            },
             400,
             "invalid_config",
             "unknown connector",

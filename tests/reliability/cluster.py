@@ -143,8 +143,9 @@ class Cluster:
         counts: dict[str, Counter[tuple[str, str | None]]] = {}
         async with self.db.connect() as conn:
             rows = await conn.execute(
-                select(t.journal.c.run_id, t.journal.c.event, t.journal.c.step_id, func.count())
-                .group_by(t.journal.c.run_id, t.journal.c.event, t.journal.c.step_id)
+                select(
+                    t.journal.c.run_id, t.journal.c.event, t.journal.c.step_id, func.count()
+                ).group_by(t.journal.c.run_id, t.journal.c.event, t.journal.c.step_id)
             )
             for run_id, event, step, n in rows:
                 counts.setdefault(run_id, Counter())[(event, step)] = n
@@ -153,8 +154,13 @@ class Cluster:
     async def ledger_rows(self) -> list[Any]:
         async with self.db.connect() as conn:
             rows = await conn.execute(
-                select(t.ledger.c.run_id, t.ledger.c.step_id, t.ledger.c.action,
-                       t.ledger.c.idempotency_key, t.ledger.c.at)
+                select(
+                    t.ledger.c.run_id,
+                    t.ledger.c.step_id,
+                    t.ledger.c.action,
+                    t.ledger.c.idempotency_key,
+                    t.ledger.c.at,
+                )
             )
             return list(rows)
 
@@ -170,8 +176,12 @@ class Cluster:
     async def takeovers(self) -> list[Any]:
         async with self.db.connect() as conn:
             rows = await conn.execute(
-                select(t.takeover_requests.c.id, t.takeover_requests.c.run_id,
-                       t.takeover_requests.c.status, t.takeover_requests.c.decided_by)
+                select(
+                    t.takeover_requests.c.id,
+                    t.takeover_requests.c.run_id,
+                    t.takeover_requests.c.status,
+                    t.takeover_requests.c.decided_by,
+                )
             )
             return list(rows)
 
@@ -180,8 +190,9 @@ class Cluster:
         ob = t.outbox.c
         async with self.db.connect() as conn:
             rows = await conn.execute(
-                select(ob.channel, ob.kind, ob.status, ob.attempts, ob.error)
-                .where(ob.status != "sent")
+                select(ob.channel, ob.kind, ob.status, ob.attempts, ob.error).where(
+                    ob.status != "sent"
+                )
             )
             return list(rows)
 
@@ -190,8 +201,9 @@ class Cluster:
         cm = t.chat_messages.c
         async with self.db.connect() as conn:
             rows = await conn.execute(
-                select(cm.request_id, cm.channel, cm.message_ref)
-                .where(cm.kind == "card", cm.platform == "slack")
+                select(cm.request_id, cm.channel, cm.message_ref).where(
+                    cm.kind == "card", cm.platform == "slack"
+                )
             )
             return {r.request_id: (r.channel.split(":", 1)[1], r.message_ref) for r in rows}
 
@@ -262,8 +274,14 @@ def replica_of_client(cluster: Cluster, client_port: int) -> Server | None:
 
 
 async def start_runs(
-    http: aiohttp.ClientSession, cluster: Cluster, token: str, workflow: str | list[str], n: int,
-    *, parallel: int = 16, offset: int = 0,
+    http: aiohttp.ClientSession,
+    cluster: Cluster,
+    token: str,
+    workflow: str | list[str],
+    n: int,
+    *,
+    parallel: int = 16,
+    offset: int = 0,
 ) -> list[str]:
     """Start ``n`` runs spread over the replicas (and over ``workflow`` when it is a list);
     returns their ids."""
@@ -278,8 +296,11 @@ async def start_runs(
                 try:
                     async with http.post(
                         server.base + "/v1/runs",
-                        json={"workflow": names[i % len(names)], "input": {"order": f"o-{i}"},
-                              "idempotencyKey": f"start-{i}"},
+                        json={
+                            "workflow": names[i % len(names)],
+                            "input": {"order": f"o-{i}"},
+                            "idempotencyKey": f"start-{i}",
+                        },
                         headers={"Authorization": f"Bearer {token}"},
                     ) as resp:
                         body = await resp.json(content_type=None)

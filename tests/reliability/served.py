@@ -41,7 +41,10 @@ T = TypeVar("T")
 # Hypothesis examples per fuzzing test: CI and everyday runs, and ``make reliability``.
 EXAMPLES = size(ci=150, full=10_000)
 FUZZ = settings(
-    max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 
@@ -51,13 +54,28 @@ FUZZ = settings(
 # it replies to an authenticated activity).
 NO_WAY_OUT = {
     name: value
-    for key, value in (("http_proxy", "http://127.0.0.1:9"), ("https_proxy", "http://127.0.0.1:9"),
-                       ("no_proxy", "127.0.0.1,localhost"))
+    for key, value in (
+        ("http_proxy", "http://127.0.0.1:9"),
+        ("https_proxy", "http://127.0.0.1:9"),
+        ("no_proxy", "127.0.0.1,localhost"),
+    )
     for name in (key, key.upper())
 }
-STATE_TABLES = ("runs", "journal", "takeover_requests", "takeover_votes", "ledger", "outbox",
-                "audit_log", "api_tokens", "workflows", "gate_overrides", "chat_conversations",
-                "chat_threads", "chat_messages")
+STATE_TABLES = (
+    "runs",
+    "journal",
+    "takeover_requests",
+    "takeover_votes",
+    "ledger",
+    "outbox",
+    "audit_log",
+    "api_tokens",
+    "workflows",
+    "gate_overrides",
+    "chat_conversations",
+    "chat_threads",
+    "chat_messages",
+)
 # bob approves; alice is the admin (not an approver); mallory is known and may decide nothing.
 PEOPLE = {"alice": "U0ALICE01", "bob": "U0BOB0001", "mallory": "U0MALLORY"}
 APPROVERS = ("bob",)
@@ -100,11 +118,9 @@ class Target:
     statuses: Counter[int] = field(default_factory=Counter)
     _log_seen: int = 0
 
-    def send(self, method: str, path: str, data: bytes | None,
-             headers: dict[str, str]) -> int:
+    def send(self, method: str, path: str, data: bytes | None, headers: dict[str, str]) -> int:
         """One request; returns the status and counts it in ``statuses``."""
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers=headers)
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:
                 status = int(resp.status)
@@ -119,8 +135,7 @@ class Target:
         if token:
             headers["Authorization"] = f"Bearer {token}"
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers=headers)
+        req = urllib.request.Request(self.base + path, data=data, method=method, headers=headers)
         with urllib.request.urlopen(req, timeout=30) as resp:
             return json.loads(resp.read())
 
@@ -131,9 +146,11 @@ class Target:
             return {
                 name: conn.execute(f"SELECT count(*) FROM {name}").fetchone()[0]
                 for name in STATE_TABLES
-            } | {"decided": conn.execute(
-                "SELECT count(*) FROM takeover_requests WHERE status != 'pending'"
-            ).fetchone()[0]}
+            } | {
+                "decided": conn.execute(
+                    "SELECT count(*) FROM takeover_requests WHERE status != 'pending'"
+                ).fetchone()[0]
+            }
         finally:
             conn.close()
 
@@ -155,7 +172,12 @@ def assert_no_traceback(text: str) -> None:
 def _cli(config: Path, *args: str) -> str:
     out = subprocess.run(
         [sys.executable, "-m", "bot.cli", *args, "--config", str(config)],
-        cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=60, check=True,
+        cwd=ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
     )
     return out.stdout
 
@@ -175,8 +197,9 @@ def _wait_ready(base: str, proc: subprocess.Popen[bytes], log: Path) -> None:
 
 def _park_a_run(target: Target) -> None:
     """Start a ``pay`` run and wait until it waits for bob on ``target.request_id``."""
-    run = target.call("POST", "/v1/runs", target.tokens["agent"],
-                      {"workflow": "pay", "input": {"order": "o-1"}})
+    run = target.call(
+        "POST", "/v1/runs", target.tokens["agent"], {"workflow": "pay", "input": {"order": "o-1"}}
+    )
     target.run_id = run["id"]
     for _ in range(100):  # bounded: 10 s
         found = target.call("GET", f"/v1/runs/{run['id']}/takeover", target.tokens["agent"])
@@ -200,8 +223,11 @@ def serve(tmp: Path, body: str) -> Iterator[Target]:
     )
     _cli(config, "migrate")
     tokens = {}
-    for name, role, person in (("agent", "agent", None), ("admin", "admin", "alice"),
-                               ("approver", "approver", "bob")):
+    for name, role, person in (
+        ("agent", "agent", None),
+        ("admin", "admin", "alice"),
+        ("approver", "approver", "bob"),
+    ):
         extra = ["--person", person] if person else []
         out = _cli(config, "token", "create", "--role", role, "--name", name, *extra)
         tokens[name] = out.strip().splitlines()[-1]
@@ -209,7 +235,10 @@ def serve(tmp: Path, body: str) -> Iterator[Target]:
     with log.open("ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "bot.cli", "serve", "--config", str(config)],
-            cwd=ROOT, env=child_env(**NO_WAY_OUT), stdout=out, stderr=out,
+            cwd=ROOT,
+            env=child_env(**NO_WAY_OUT),
+            stdout=out,
+            stderr=out,
         )
     try:
         base = f"http://127.0.0.1:{port}"
@@ -254,10 +283,9 @@ def on_a_thread(
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
-    | st.text(max_size=50),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner,
-                                                               max_size=4),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=50),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
     max_leaves=10,
 )
-

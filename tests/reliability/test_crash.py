@@ -240,8 +240,13 @@ class Approver:
 
     async def _slack_click(self, server: Server, request_id: str, channel: str, ts: str) -> int:
         body = block_actions(
-            BOB, "signoff_grant", request_id, channel=channel, message_ts=ts,
-            response_url=self.slack.response_url(request_id), trigger_id=f"t-{request_id}",
+            BOB,
+            "signoff_grant",
+            request_id,
+            channel=channel,
+            message_ts=ts,
+            response_url=self.slack.response_url(request_id),
+            trigger_id=f"t-{request_id}",
         )
         async with self.http.post(
             server.base + "/slack/events", data=body, headers=signed_headers(body)
@@ -263,12 +268,14 @@ class Approver:
         chosen = self.rng.sample(unclicked, min(most, len(unclicked)))
         tr = t.takeover_requests.c
         async with self.cluster.db.begin() as conn:
-            moved = list(await conn.execute(
-                update(t.takeover_requests)
-                .where(tr.id.in_(chosen), tr.status == "pending")
-                .values(expires_at=datetime.now(UTC) - timedelta(seconds=1))
-                .returning(tr.id, tr.run_id)
-            ))
+            moved = list(
+                await conn.execute(
+                    update(t.takeover_requests)
+                    .where(tr.id.in_(chosen), tr.status == "pending")
+                    .values(expires_at=datetime.now(UTC) - timedelta(seconds=1))
+                    .returning(tr.id, tr.run_id)
+                )
+            )
         self.overdue |= {r.id for r in moved}
         for request in moved:
             await self._click(request.run_id, request.id, None)
@@ -302,7 +309,11 @@ async def died_at(
 
 
 async def pick_victim(
-    cluster: Cluster, mode: str, remote: Remote, slack: PeerSlack, approver: Approver,
+    cluster: Cluster,
+    mode: str,
+    remote: Remote,
+    slack: PeerSlack,
+    approver: Approver,
     crash_dir: Path,
 ) -> Server | None:
     """The replica to kill for ``mode`` (already dead for a crash point), or None when nothing
@@ -355,15 +366,19 @@ async def test_killed_replicas_lose_and_double_nothing(
     crash_dir.mkdir()
     async with PeerSlack(post_delay=0.2) as slack:
         cluster = Cluster(
-            tmp_path, db_url, config(remote, slack, channels), replicas=replicas,
+            tmp_path,
+            db_url,
+            config(remote, slack, channels),
+            replicas=replicas,
             server=f"{{workers: {WORKERS}, leaseSeconds: {LEASE_SECONDS}, pollSeconds: 0.2}}",
         )
         try:
             await cluster.setup()
             for server in cluster.servers:
                 server.env[crashpoints.DIR_VAR] = str(crash_dir)
-            await cluster.create_tokens([("agent", Role.AGENT, None),
-                                         ("bob", Role.APPROVER, "bob")])
+            await cluster.create_tokens(
+                [("agent", Role.AGENT, None), ("bob", Role.APPROVER, "bob")]
+            )
             await cluster.start()
             timeout = aiohttp.ClientTimeout(total=20)
             async with aiohttp.ClientSession(timeout=timeout) as http:
@@ -378,8 +393,12 @@ async def test_killed_replicas_lose_and_double_nothing(
                 for k in range(kills):
                     if len(run_ids) < n_runs:
                         run_ids += await start_runs(
-                            http, cluster, cluster.tokens["agent"], workflows,
-                            min(per_batch, n_runs - len(run_ids)), offset=len(run_ids),
+                            http,
+                            cluster,
+                            cluster.tokens["agent"],
+                            workflows,
+                            min(per_batch, n_runs - len(run_ids)),
+                            offset=len(run_ids),
                         )
                     await approver.approve_parked()
                     mode = MODES[k % len(MODES)]
@@ -391,8 +410,12 @@ async def test_killed_replicas_lose_and_double_nothing(
                     await victim.start()
                 while len(run_ids) < n_runs:
                     run_ids += await start_runs(
-                        http, cluster, cluster.tokens["agent"], workflows,
-                        min(per_batch, n_runs - len(run_ids)), offset=len(run_ids),
+                        http,
+                        cluster,
+                        cluster.tokens["agent"],
+                        workflows,
+                        min(per_batch, n_runs - len(run_ids)),
+                        offset=len(run_ids),
                     )
 
                 async def all_terminal() -> dict[str, str] | None:
@@ -434,8 +457,10 @@ async def test_killed_replicas_lose_and_double_nothing(
         expired_runs = {r.run_id for r in requests if r.id in overdue}
         for request in requests:
             events = journal[request.run_id]
-            outcomes = (events[("takeover_granted", "approve")],
-                        events[("takeover_expired", "approve")])
+            outcomes = (
+                events[("takeover_granted", "approve")],
+                events[("takeover_expired", "approve")],
+            )
             if request.id in overdue:
                 assert (request.status, outcomes) == ("expired", (0, 1)), (request, events)
             else:

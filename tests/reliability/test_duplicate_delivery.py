@@ -59,8 +59,13 @@ async def slack() -> AsyncIterator[FakeSlack]:
 @pytest.fixture
 async def cluster(db_url: str, tmp_path: Path, slack: FakeSlack) -> AsyncIterator[Cluster]:
     replicas = 1 if db_url.startswith("sqlite") else 3
-    c = Cluster(tmp_path, db_url, config(slack), replicas=replicas,
-                server="{workers: 8, leaseSeconds: 30, pollSeconds: 0.2}")
+    c = Cluster(
+        tmp_path,
+        db_url,
+        config(slack),
+        replicas=replicas,
+        server="{workers: 8, leaseSeconds: 30, pollSeconds: 0.2}",
+    )
     try:
         await c.setup()
         await c.create_tokens([("agent", Role.AGENT, None)])
@@ -88,18 +93,24 @@ async def test_each_slack_click_four_times_one_side_effect(
         async def deliver(request_id: str, copy: int) -> int:
             channel, ts = cards[request_id]
             body = block_actions(
-                BOB, "signoff_grant", request_id, channel=channel, message_ts=ts,
-                response_url=slack.response_url(request_id), trigger_id=f"trigger-{request_id}",
+                BOB,
+                "signoff_grant",
+                request_id,
+                channel=channel,
+                message_ts=ts,
+                response_url=slack.response_url(request_id),
+                trigger_id=f"trigger-{request_id}",
             )
             server = cluster.servers[copy % len(cluster.servers)]
-            async with http.post(server.base + "/slack/events", data=body,
-                                 headers=signed_headers(body)) as resp:
+            async with http.post(
+                server.base + "/slack/events", data=body, headers=signed_headers(body)
+            ) as resp:
                 await resp.read()
                 return resp.status
 
-        acks = await asyncio.gather(*(
-            deliver(request_id, copy) for request_id in cards for copy in range(SLACK_COPIES)
-        ))
+        acks = await asyncio.gather(
+            *(deliver(request_id, copy) for request_id in cards for copy in range(SLACK_COPIES))
+        )
 
         async def all_terminal() -> dict[str, str] | None:
             runs = await cluster.run_statuses()
@@ -123,9 +134,10 @@ async def test_each_slack_click_four_times_one_side_effect(
 
 async def test_each_teams_invoke_three_times_one_side_effect(cluster: Cluster) -> None:
     n = size(ci=16, full=200)
-    async with FakeConnector() as connector, aiohttp.ClientSession(
-        timeout=aiohttp.ClientTimeout(total=30)
-    ) as http:
+    async with (
+        FakeConnector() as connector,
+        aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http,
+    ):
         # The harness's activity builder, without its in-process server.
         teams = Teams(client=None, engine=None, connector=connector, clock=None)  # type: ignore[arg-type]
         run_ids = await start_runs(
@@ -145,9 +157,9 @@ async def test_each_teams_invoke_three_times_one_side_effect(cluster: Cluster) -
                 return resp.status
 
         activities = [teams.click_activity("grant", pending[r], as_="bob") for r in run_ids]
-        acks = await asyncio.gather(*(
-            deliver(activity, copy) for activity in activities for copy in range(TEAMS_COPIES)
-        ))
+        acks = await asyncio.gather(
+            *(deliver(activity, copy) for activity in activities for copy in range(TEAMS_COPIES))
+        )
 
         async def all_terminal() -> dict[str, str] | None:
             runs = await cluster.run_statuses()

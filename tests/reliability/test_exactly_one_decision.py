@@ -56,7 +56,8 @@ async def click(
     body = {"release": True} if verb == "grant" else {"notes": "no"}
     async with http.post(
         f"{base}/v1/runs/{run_id}/takeover/{request_id}/{verb}",
-        json=body, headers={"Authorization": f"Bearer {token}"},
+        json=body,
+        headers={"Authorization": f"Bearer {token}"},
     ) as resp:
         return verb, resp.status, await resp.json(content_type=None)
 
@@ -79,8 +80,11 @@ async def test_every_request_gets_exactly_one_decision(cluster: Cluster) -> None
         # Each request: 2-50 clicks by random racers on random replicas, grant or deny.
         plans = {
             run_id: [
-                (rng.choice(cluster.servers).base, rng.choice(RACERS),
-                 rng.choice(("grant", "deny")))
+                (
+                    rng.choice(cluster.servers).base,
+                    rng.choice(RACERS),
+                    rng.choice(("grant", "deny")),
+                )
                 for _ in range(rng.randint(2, 50))
             ]
             for run_id in run_ids
@@ -89,13 +93,14 @@ async def test_every_request_gets_exactly_one_decision(cluster: Cluster) -> None
 
         async def race(run_id: str) -> list[tuple[str, int, Any]]:
             async with gate:
-                return await asyncio.gather(*(
-                    click(http, base, cluster.tokens[who], run_id, pending[run_id], verb)
-                    for base, who, verb in plans[run_id]
-                ))
+                return await asyncio.gather(
+                    *(
+                        click(http, base, cluster.tokens[who], run_id, pending[run_id], verb)
+                        for base, who, verb in plans[run_id]
+                    )
+                )
 
-        results = dict(zip(run_ids, await asyncio.gather(*(race(r) for r in run_ids)),
-                           strict=True))
+        results = dict(zip(run_ids, await asyncio.gather(*(race(r) for r in run_ids)), strict=True))
 
     clicks = sum(len(p) for p in plans.values())
     statuses = Counter(status for rs in results.values() for _, status, _ in rs)

@@ -48,8 +48,13 @@ workflows:
 
 @pytest.fixture
 async def cluster(migrated_postgres_url: str, tmp_path: Path) -> AsyncIterator[Cluster]:
-    c = Cluster(tmp_path, migrated_postgres_url, CONFIG, replicas=len(SKEWS),
-                server="{workers: 8, leaseSeconds: 30, pollSeconds: 0.2}")
+    c = Cluster(
+        tmp_path,
+        migrated_postgres_url,
+        CONFIG,
+        replicas=len(SKEWS),
+        server="{workers: 8, leaseSeconds: 30, pollSeconds: 0.2}",
+    )
     try:
         await c.setup()
         for server, skew in zip(c.servers, SKEWS, strict=True):
@@ -126,8 +131,7 @@ async def test_grants_at_expires_at_give_one_outcome_whatever_the_clock(
     assert set(statuses) <= {200, 409}, results
     async with cluster.db.connect() as conn:
         final = {
-            r.run_id: r
-            for r in await conn.execute(select(tr.run_id, tr.status, tr.decided_at))
+            r.run_id: r for r in await conn.execute(select(tr.run_id, tr.status, tr.decided_at))
         }
     journal = await cluster.journal_counts()
     ledger = Counter((r.run_id, r.step_id) for r in await cluster.ledger_rows())

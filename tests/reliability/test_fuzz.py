@@ -29,9 +29,27 @@ def operations(openapi: dict[str, Any]) -> list[tuple[str, str]]:
     )
 
 
-KNOWN_KEYS = ["workflow", "input", "idempotencyKey", "agent", "reason", "stepId", "notes",
-              "release", "sdpOffer", "sdpAnswer", "timeoutMinutes", "channels", "approvers",
-              "value", "scope", "setting", "action", "args", "executionId"]
+KNOWN_KEYS = [
+    "workflow",
+    "input",
+    "idempotencyKey",
+    "agent",
+    "reason",
+    "stepId",
+    "notes",
+    "release",
+    "sdpOffer",
+    "sdpAnswer",
+    "timeoutMinutes",
+    "channels",
+    "approvers",
+    "value",
+    "scope",
+    "setting",
+    "action",
+    "args",
+    "executionId",
+]
 bodies = st.one_of(
     json_values,
     st.dictionaries(st.sampled_from(KNOWN_KEYS), json_values, max_size=6),
@@ -40,10 +58,12 @@ bodies = st.one_of(
 
 
 def fill(path: str, target: Target, junk: str) -> str:
-    return (path.replace("{id}", target.run_id if junk == "" else junk)
-                .replace("{tkId}", target.request_id if junk == "" else junk)
-                .replace("{executionId}", junk or "x")
-                .replace("{name}", junk or "pay"))
+    return (
+        path.replace("{id}", target.run_id if junk == "" else junk)
+        .replace("{tkId}", target.request_id if junk == "" else junk)
+        .replace("{executionId}", junk or "x")
+        .replace("{name}", junk or "pay")
+    )
 
 
 @given(data=st.data())
@@ -70,13 +90,25 @@ def test_rest_bodies_never_5xx(target: Target, data: st.DataObject) -> None:
 slack_payloads = st.fixed_dictionaries(
     {"type": st.sampled_from(["block_actions", "view_submission", "shortcut", "x"]) | st.text()},
     optional={
-        "user": st.fixed_dictionaries({}, optional={"id": st.sampled_from(
-            ["U0BOB0001", "U0ALICE01", "U0NOBODY"]) | st.text(max_size=12)}),
-        "actions": st.lists(st.fixed_dictionaries({}, optional={
-            "action_id": st.sampled_from(["signoff_grant", "signoff_deny", "signoff_takeover",
-                                          "signoff_release"]) | st.text(max_size=20),
-            "value": st.text(max_size=40),
-        }), max_size=3),
+        "user": st.fixed_dictionaries(
+            {},
+            optional={
+                "id": st.sampled_from(["U0BOB0001", "U0ALICE01", "U0NOBODY"]) | st.text(max_size=12)
+            },
+        ),
+        "actions": st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "action_id": st.sampled_from(
+                        ["signoff_grant", "signoff_deny", "signoff_takeover", "signoff_release"]
+                    )
+                    | st.text(max_size=20),
+                    "value": st.text(max_size=40),
+                },
+            ),
+            max_size=3,
+        ),
         "view": json_values,
         "container": json_values,
         "response_url": st.just("http://127.0.0.1:9/response/1") | st.text(max_size=20),
@@ -91,8 +123,9 @@ def test_unsigned_slack_payloads_are_refused_and_change_nothing(
 ) -> None:
     body = slack_body(target, payload, command, text)
     before = target.state()
-    status = target.send("POST", "/slack/events", body.encode(),
-                         signed_headers(body, secret="0" * 32))  # a wrong signature
+    status = target.send(
+        "POST", "/slack/events", body.encode(), signed_headers(body, secret="0" * 32)
+    )  # a wrong signature
     assert status == 401, (payload, status)
     assert target.state() == before
 
@@ -113,7 +146,14 @@ def slack_body(target: Target, payload: dict[str, Any], command: bool, text: str
         if action.get("value") == "":
             action["value"] = target.request_id
     if command:
-        return urlencode({"command": "/signoff", "text": text, "user_id": "U0BOB0001",
-                          "channel_id": "C0FUZZ", "team_id": "T0FUZZ",
-                          "response_url": "http://127.0.0.1:9/response/2"})
+        return urlencode(
+            {
+                "command": "/signoff",
+                "text": text,
+                "user_id": "U0BOB0001",
+                "channel_id": "C0FUZZ",
+                "team_id": "T0FUZZ",
+                "response_url": "http://127.0.0.1:9/response/2",
+            }
+        )
     return urlencode({"payload": json.dumps(payload)})

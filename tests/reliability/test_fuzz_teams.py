@@ -70,14 +70,51 @@ HUGE = "x" * 100_000
 # people:, and an activity with no ``from`` at all.
 ACTORS = ["bob", "alice", "mallory", "stranger", None]
 VERBS = ["grant", "deny", "takeover", "release", "refresh", "feedback"]
-COMMANDS = ["help", "subscribe ops", "subscribe", "subscribe Not A Name!", "gate status",
-            "gate on", "gate threshold 2", "gate samples 12", "<p>help&nbsp;</p>",
-            "<at>Signoff</at> gate status", "gate threshold 0.5 agent=x node=y"]
-KINDS = ["message", "message", "click", "click", "click", "invoke", "conversationUpdate",
-         "installationUpdate", "other"]  # repeated: drawn more often
-JUNK_FIELDS = ["from", "conversation", "recipient", "channelData", "entities", "attachments",
-               "replyToId", "timestamp", "locale", "membersAdded", "membersRemoved", "action",
-               "name", "value", "text", "id", "channelId", "textFormat", "serviceUrl"]
+COMMANDS = [
+    "help",
+    "subscribe ops",
+    "subscribe",
+    "subscribe Not A Name!",
+    "gate status",
+    "gate on",
+    "gate threshold 2",
+    "gate samples 12",
+    "<p>help&nbsp;</p>",
+    "<at>Signoff</at> gate status",
+    "gate threshold 0.5 agent=x node=y",
+]
+KINDS = [
+    "message",
+    "message",
+    "click",
+    "click",
+    "click",
+    "invoke",
+    "conversationUpdate",
+    "installationUpdate",
+    "other",
+]  # repeated: drawn more often
+JUNK_FIELDS = [
+    "from",
+    "conversation",
+    "recipient",
+    "channelData",
+    "entities",
+    "attachments",
+    "replyToId",
+    "timestamp",
+    "locale",
+    "membersAdded",
+    "membersRemoved",
+    "action",
+    "name",
+    "value",
+    "text",
+    "id",
+    "channelId",
+    "textFormat",
+    "serviceUrl",
+]
 SERVICE_URLS = [None, "", "not a url", "http://127.0.0.1:9/"]
 
 
@@ -118,9 +155,11 @@ class TeamsTarget:
             f"{tally}: {sum(counts.values())} requests, statuses {dict(sorted(counts.items()))}"
             for tally, counts in self.statuses.items()
         )
-        return (f"\n{name}: {statuses}; activities {dict(self.kinds.most_common())}; "
-                f"Bot Connector calls {len(self.connector.calls)}, "
-                f"throttled {len(self.connector.throttled)}")
+        return (
+            f"\n{name}: {statuses}; activities {dict(self.kinds.most_common())}; "
+            f"Bot Connector calls {len(self.connector.calls)}, "
+            f"throttled {len(self.connector.throttled)}"
+        )
 
     def decisions(self) -> dict[str, int]:
         """What a decision (or anything it sets off) would change."""
@@ -132,9 +171,11 @@ class TeamsTarget:
 def teams(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamsTarget]:
     """A server that validates every request's JWT against the local issuer."""
     key = new_key()
-    with openid_server(key) as metadata_url, on_a_thread(FakeConnector) as connector, serve(
-        tmp_path_factory.mktemp("teams"), config_body(teams_config(metadata_url))
-    ) as server:
+    with (
+        openid_server(key) as metadata_url,
+        on_a_thread(FakeConnector) as connector,
+        serve(tmp_path_factory.mktemp("teams"), config_body(teams_config(metadata_url))) as server,
+    ):
         target = TeamsTarget(server, connector, key)
         yield target
         print(target.summary("Teams fuzz, tokens checked"))
@@ -144,9 +185,10 @@ def teams(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamsTarget]:
 def open_teams(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TeamsTarget]:
     """A server without ``teams.appId`` (the Agents Playground's way): its replies need no
     token from Microsoft's login service, so they reach the fake Bot Connector."""
-    with on_a_thread(FakeConnector) as connector, serve(
-        tmp_path_factory.mktemp("open-teams"), config_body()
-    ) as server:
+    with (
+        on_a_thread(FakeConnector) as connector,
+        serve(tmp_path_factory.mktemp("open-teams"), config_body()) as server,
+    ):
         target = TeamsTarget(server, connector, None)
         yield target
         print(target.summary("Teams fuzz, no app id"))
@@ -171,20 +213,25 @@ def mostly(likely: Strategy, rarely: Strategy) -> Strategy:
 def request_ids(real: str, run_id: str, actor: str | None) -> st.SearchStrategy[Any]:
     """The ``requestId`` of a click: unknown ids, junk, and mostly the real pending request
     unless the one clicking may decide it (the fuzz must not decide it)."""
-    ids = st.sampled_from(["id-does-not-exist", "", run_id, real + "x", HUGE]) | st.text(
-        max_size=40
-    ) | json_values
+    ids = (
+        st.sampled_from(["id-does-not-exist", "", run_id, real + "x", HUGE])
+        | st.text(max_size=40)
+        | json_values
+    )
     return ids if actor in APPROVERS else mostly(st.just(real), ids)
 
 
 def card_data(ids: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
     """``action.data``: what the card's button carries, and what a deny form adds."""
-    return st.fixed_dictionaries({"requestId": ids}, optional={
-        "reason": texts | json_values,
-        "runId": st.text(max_size=40) | json_values,
-        "stepId": st.sampled_from(["approve", "act"]) | st.text(max_size=20),
-        "score": st.integers(-10, 10) | json_values,
-    })
+    return st.fixed_dictionaries(
+        {"requestId": ids},
+        optional={
+            "reason": texts | json_values,
+            "runId": st.text(max_size=40) | json_values,
+            "stepId": st.sampled_from(["approve", "act"]) | st.text(max_size=20),
+            "score": st.integers(-10, 10) | json_values,
+        },
+    )
 
 
 @st.composite
@@ -197,24 +244,36 @@ def card_value(draw: st.DrawFn, ids: st.SearchStrategy[Any]) -> Any:
         return draw(json_values)
     verb = draw(mostly(st.sampled_from(VERBS), st.text(max_size=20)))
     if shape == "button":
-        return {"action": {"type": "Action.Execute", "verb": verb, "data": draw(card_data(ids))},
-                "trigger": "manual"}
-    action = draw(st.fixed_dictionaries({}, optional={
-        "type": st.just("Action.Execute") | json_values,
-        "verb": st.just(verb) | json_values,
-        "data": card_data(ids) | json_values,
-    }))
-    return draw(st.fixed_dictionaries({}, optional={"action": st.just(action) | json_values,
-                                                    "trigger": json_values}))
+        return {
+            "action": {"type": "Action.Execute", "verb": verb, "data": draw(card_data(ids))},
+            "trigger": "manual",
+        }
+    action = draw(
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "type": st.just("Action.Execute") | json_values,
+                "verb": st.just(verb) | json_values,
+                "data": card_data(ids) | json_values,
+            },
+        )
+    )
+    return draw(
+        st.fixed_dictionaries(
+            {}, optional={"action": st.just(action) | json_values, "trigger": json_values}
+        )
+    )
 
 
 @st.composite
 def activities(draw: st.DrawFn, teams: TeamsTarget) -> dict[str, Any]:
     """One activity as Teams would send it, then bent by the draws."""
     actor = draw(st.sampled_from(ACTORS))
-    kind, conversation = draw(st.sampled_from(
-        [("channel", CHANNEL), ("personal", PERSONAL), ("groupChat", "19:group@thread.v2")]
-    ))
+    kind, conversation = draw(
+        st.sampled_from(
+            [("channel", CHANNEL), ("personal", PERSONAL), ("groupChat", "19:group@thread.v2")]
+        )
+    )
     if draw(st.booleans()):  # a conversation of its own: the bot paces replies per conversation
         conversation = f"19:fuzz-{next(teams.conversations)}@thread.v2"
     activity = teams.builder._base(conversation=conversation, kind=kind, user=actor)
@@ -229,18 +288,34 @@ def activities(draw: st.DrawFn, teams: TeamsTarget) -> dict[str, Any]:
         if server.request_id in json.dumps(value):
             teams.kinds["click on the pending request"] += 1
     elif what == "invoke":
-        activity.update(type="invoke", name=draw(st.sampled_from(
-            ["composeExtension/query", "task/fetch", "signin/verifyState", ""]
-        ) | st.text(max_size=30)), value=draw(json_values))
+        activity.update(
+            type="invoke",
+            name=draw(
+                st.sampled_from(["composeExtension/query", "task/fetch", "signin/verifyState", ""])
+                | st.text(max_size=30)
+            ),
+            value=draw(json_values),
+        )
     elif what in ("conversationUpdate", "installationUpdate"):
-        members = st.lists(st.fixed_dictionaries({"id": st.sampled_from(
-            [activity["recipient"]["id"], "29:someone"]) | st.text(max_size=10)}), max_size=3)
-        activity.update(type=what, membersAdded=draw(members),
-                        action=draw(st.sampled_from(["add", "remove", "add-upgrade"])))
+        members = st.lists(
+            st.fixed_dictionaries(
+                {
+                    "id": st.sampled_from([activity["recipient"]["id"], "29:someone"])
+                    | st.text(max_size=10)
+                }
+            ),
+            max_size=3,
+        )
+        activity.update(
+            type=what,
+            membersAdded=draw(members),
+            action=draw(st.sampled_from(["add", "remove", "add-upgrade"])),
+        )
     else:
-        activity["type"] = draw(st.sampled_from(
-            ["typing", "event", "messageReaction", "endOfConversation", "trace"]
-        ) | st.text(min_size=1, max_size=20))
+        activity["type"] = draw(
+            st.sampled_from(["typing", "event", "messageReaction", "endOfConversation", "trace"])
+            | st.text(min_size=1, max_size=20)
+        )
     return activity
 
 
@@ -266,8 +341,7 @@ def bad_authorization(teams: TeamsTarget, case: str) -> str | None:
     return "Bearer " + bad_token(case, teams.key, teams.connector.service_url, teams.other_key)
 
 
-@given(data=st.data(),
-       case=st.sampled_from(["missing", "garbage", "not bearer", *BAD_TOKENS]))
+@given(data=st.data(), case=st.sampled_from(["missing", "garbage", "not bearer", *BAD_TOKENS]))
 @FUZZ
 def test_without_a_valid_token_nothing_changes(
     teams: TeamsTarget, data: st.DataObject, case: str

@@ -47,7 +47,10 @@ schema = schemathesis.openapi.from_dict(DOCUMENT)
 
 EXAMPLES = size(ci=25, full=250)
 GENERATED = settings(
-    max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
     suppress_health_check=list(HealthCheck),
 )
 CHECKS = [
@@ -80,8 +83,10 @@ def histogram() -> Iterator[None]:
     """Print the status codes the calls met, once the module is done (``-s`` shows it)."""
     yield
     for token, statuses in sorted(STATUSES.items()):
-        print(f"\nschemathesis, token {token}: {sum(statuses.values())} calls, "
-              f"statuses {dict(sorted(statuses.items()))}")
+        print(
+            f"\nschemathesis, token {token}: {sum(statuses.values())} calls, "
+            f"statuses {dict(sorted(statuses.items()))}"
+        )
 
 
 def test_the_server_serves_the_document_under_test(target: Target) -> None:

@@ -58,12 +58,17 @@ def config_text(db_url: str, workflows_yaml: str, extra: str = "") -> str:
 
 @asynccontextmanager
 async def running_api(
-    db_url: str, workflows_yaml: str, *, extra: str = "", clock: ManualClock | None = None,
+    db_url: str,
+    workflows_yaml: str,
+    *,
+    extra: str = "",
+    clock: ManualClock | None = None,
     **options: Any,
 ) -> AsyncIterator[Api]:
     config = parse_config(config_text(db_url, workflows_yaml, extra), {})
-    opts = EngineOptions(clock=clock or ManualClock(), ids=SequentialIds("id"),
-                         owner="api-worker", **options)
+    opts = EngineOptions(
+        clock=clock or ManualClock(), ids=SequentialIds("id"), owner="api-worker", **options
+    )
     async with serving(TestServer(create_app(config, opts))) as api:
         yield api
 

@@ -205,9 +205,10 @@ async def _parked_at_second_approval(engine: Engine) -> list[str]:
     await engine.approvals.grant(first.id, person("bob"), release=True, notes="fine")
 
     async def parked_again() -> bool:
-        return len(await engine.store.list_takeovers(run_id=run.id)) == 2 and (
-            await engine.store.get_run(run.id)
-        ).status == RunStatus.WAITING
+        return (
+            len(await engine.store.list_takeovers(run_id=run.id)) == 2
+            and (await engine.store.get_run(run.id)).status == RunStatus.WAITING
+        )
 
     await wait_for(parked_again)
     return [run.id]

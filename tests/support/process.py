@@ -34,9 +34,14 @@ def child_env(**extra: str) -> dict[str, str]:
 async def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     """Run ``python -m bot.cli ARGS``; returns (exit code, stdout, stderr)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "bot.cli", *args,
-        cwd=ROOT, env=env or child_env(),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "bot.cli",
+        *args,
+        cwd=ROOT,
+        env=env or child_env(),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode is not None
@@ -65,8 +70,16 @@ class Server:
     async def start(self, *, ready_path: str = "/readyz") -> None:
         with self.log.open("ab") as out:
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "bot.cli", "serve", "--config", str(self.config),
-                cwd=ROOT, env=child_env(**self.env), stdout=out, stderr=out,
+                sys.executable,
+                "-m",
+                "bot.cli",
+                "serve",
+                "--config",
+                str(self.config),
+                cwd=ROOT,
+                env=child_env(**self.env),
+                stdout=out,
+                stderr=out,
             )
         loop = asyncio.get_running_loop()
         deadline = loop.time() + STARTUP_TIMEOUT

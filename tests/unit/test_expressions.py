@@ -26,8 +26,6 @@ CONTEXT: dict[str, Any] = {
 }
 
 
-
-
 @pytest.mark.parametrize(
     ("template", "expected"),
     [

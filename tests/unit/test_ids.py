@@ -33,5 +33,8 @@ def test_ids_made_later_sort_after_earlier_ones(monkeypatch):
         made.append(source.new_id())
     assert sorted(made) == made
     assert [uuid.UUID(text).int >> 80 for text in made] == [
-        1_700_000_000_000, 1_700_000_000_001, 1_700_000_060_000, 2_000_000_000_000
+        1_700_000_000_000,
+        1_700_000_000_001,
+        1_700_000_060_000,
+        2_000_000_000_000,
     ]

@@ -130,8 +130,13 @@ class SlackHarness:
         """A ``block_actions`` payload as Slack sends it; returns (body, response key)."""
         key = str(response_key if response_key is not None else next(self.responses))
         body = block_actions(
-            user, action_id, value, channel=CHANNEL, message_ts=message_ts,
-            response_url=self.slack.response_url(key), trigger_id=f"trigger-{key}",
+            user,
+            action_id,
+            value,
+            channel=CHANNEL,
+            message_ts=message_ts,
+            response_url=self.slack.response_url(key),
+            trigger_id=f"trigger-{key}",
         )
         return body, key
 
