@@ -390,9 +390,10 @@ async def test_killed_replicas_lose_and_double_nothing(
                 batches = max(kills, 1)
                 per_batch = -(-n_runs // batches)
                 last_kill = time.monotonic()
-                for k in range(kills):
-                    if len(run_ids) < n_runs:
-                        run_ids += await start_runs(
+
+                async def start_batch() -> None:
+                    run_ids.extend(
+                        await start_runs(
                             http,
                             cluster,
                             cluster.tokens["agent"],
@@ -400,6 +401,11 @@ async def test_killed_replicas_lose_and_double_nothing(
                             min(per_batch, n_runs - len(run_ids)),
                             offset=len(run_ids),
                         )
+                    )
+
+                for k in range(kills):
+                    if len(run_ids) < n_runs:
+                        await start_batch()
                     await approver.approve_parked()
                     mode = MODES[k % len(MODES)]
                     victim = await pick_victim(cluster, mode, remote, slack, approver, crash_dir)
@@ -409,14 +415,7 @@ async def test_killed_replicas_lose_and_double_nothing(
                     last_kill = time.monotonic()
                     await victim.start()
                 while len(run_ids) < n_runs:
-                    run_ids += await start_runs(
-                        http,
-                        cluster,
-                        cluster.tokens["agent"],
-                        workflows,
-                        min(per_batch, n_runs - len(run_ids)),
-                        offset=len(run_ids),
-                    )
+                    await start_batch()
 
                 async def all_terminal() -> dict[str, str] | None:
                     await approver.approve_parked()
