@@ -5,24 +5,17 @@ and the walk starts over to see it."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from engine import notify
-from engine.errors import StoreError
 from engine.model import JournalEvent, NewEvent, Node, OutboxMessage, Run, RunStatus
 from engine.replay import StepHistory, brief
 from engine.services import Services
 from engine.steps import callback_message
-
-log = logging.getLogger(__name__)
+from engine.store.db import outlast_outage
 
 T = TypeVar("T")
-
-_PERSIST_FIRST_DELAY = 0.1
-_PERSIST_MAX_DELAY = 1.0
 
 
 class Restart(Exception):
@@ -96,23 +89,17 @@ class RunWriter:
         self._check_seq(first, len(batch))
 
     async def _persist(self, write: Callable[[], Awaitable[T]]) -> T:
-        """``write``, tried again while the database stays unreachable, for up to a lease.
-        What it commits may be the result of a step already called: giving up at once would
-        leave the step to be called again when the lease runs out (a side effect twice, if
-        with the same key). ``transact`` has already retried a transient error a few times
-        within a second; this outlasts longer outages. An attempt whose commit happened
-        unseen is not applied twice (``append_events``' ``expect``; a park is refused)."""
-        waited, delay = 0.0, _PERSIST_FIRST_DELAY
-        while True:
-            try:
-                return await write()
-            except StoreError as exc:
-                if waited + delay > self.s.lease_seconds or self.s.stopping():
-                    raise
-                log.warning("run %s: commit failed, trying again: %s", self.run.id, exc)
-            await asyncio.sleep(delay)
-            waited += delay
-            delay = min(delay * 2, _PERSIST_MAX_DELAY)
+        """``write``, outlasting a database outage for up to a lease. What it commits may be
+        the result of a step already called: giving up at once would leave the step to be
+        called again when the lease runs out (a side effect twice, if with the same key). An
+        attempt whose commit happened unseen is not applied twice (``append_events``'
+        ``expect``; a park is refused)."""
+        return await outlast_outage(
+            write,
+            seconds=self.s.lease_seconds,
+            stopping=self.s.stopping,
+            what=f"run {self.run.id}: a commit",
+        )
 
     def _check_seq(self, first: int, count: int) -> None:
         if first != self.next_seq:

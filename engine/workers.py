@@ -17,15 +17,15 @@ from datetime import timedelta
 
 from engine import crashpoints, reminders
 from engine.background import BackgroundLoop, cancel_and_wait
-from engine.errors import SignoffError, StoreError
+from engine.errors import SignoffError
 from engine.interpreter import Interpreter, Written
 from engine.ports import Clock
 from engine.store import Adopt, OutboxFor, SqlStore
+from engine.store.db import outlast_outage
 
 log = logging.getLogger(__name__)
 
 _RENEW_AGAIN_SECONDS = 0.05  # after a failed renewal of the leases
-_ADVANCE_AGAIN_SECONDS = 0.1  # after an advance the database failed (doubling, up to 1 s)
 
 
 class Workers:
@@ -173,22 +173,23 @@ class Workers:
     async def _advance_again_on_outage(self, run_id: str, written: Written | None) -> None:
         """``interpreter.advance``; when our own database fails it (a step's write to it, a
         commit that outlasted its retries), the run is advanced again from what was committed,
-        with backoff, for up to a lease. Waiting for the lease to run out would only delay
-        it, and failing the run for our database's outage would be wrong. A step cut short
-        that way is called again with the same key, as after a crash."""
-        delay, waited = _ADVANCE_AGAIN_SECONDS, 0.0
-        while True:
-            try:
-                await self.interpreter.advance(run_id, self.owner, written)
-                return
-            except StoreError as exc:
-                if self.stopping or waited + delay > self.lease.total_seconds():
-                    raise
-                log.warning("run %s: %s; advancing it again", run_id, exc)
-            await asyncio.sleep(delay)
-            waited += delay
-            delay = min(delay * 2, 1.0)
-            written = None  # read again: what the failed attempt committed is unknown
+        for up to a lease. Waiting for the lease to run out would only delay it, and failing
+        the run for our database's outage would be wrong. A step cut short that way is called
+        again with the same key, as after a crash."""
+
+        async def advance() -> None:
+            nonlocal written
+            # Only the first attempt starts from what it was handed: a second reads the run
+            # again, as what the failed attempt committed is unknown.
+            given, written = written, None
+            await self.interpreter.advance(run_id, self.owner, given)
+
+        await outlast_outage(
+            advance,
+            seconds=self.lease.total_seconds(),
+            stopping=lambda: self.stopping,
+            what=f"run {run_id}",
+        )
 
     async def _renew_leases(self) -> None:
         """Every third of the lease, renew the leases of the runs being advanced, in one

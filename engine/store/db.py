@@ -50,6 +50,8 @@ from engine.errors import StoreError
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+_OUTAGE_FIRST_DELAY, _OUTAGE_MAX_DELAY = 0.1, 1.0  # outlast_outage's backoff, seconds
 Work = Callable[[Connection], T]
 
 SQLITE_BUSY_TIMEOUT_MS = 10_000
@@ -445,6 +447,30 @@ def mark_ready(conn: Connection | AsyncConnection, what: str = RUNS_READY) -> No
     """This transaction makes work ready (``RUNS_READY``: a queued run; ``OUTBOX_READY``: a
     chat message): wake the other replicas' workers or dispatchers when it commits."""
     conn.info.setdefault(_READY, set()).add(what)
+
+
+async def outlast_outage(
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    seconds: float,
+    stopping: Callable[[], bool],
+    what: str,
+) -> T:
+    """``attempt()``, called again while it fails with ``StoreError`` (the database still
+    unreachable once ``transact`` has spent its own retries, within a second), backing off
+    from 0.1 s to 1 s, for up to ``seconds`` of waiting and never once ``stopping()``; then
+    its last error. ``what`` names it in the log."""
+    waited, delay = 0.0, _OUTAGE_FIRST_DELAY
+    while True:
+        try:
+            return await attempt()
+        except StoreError as exc:
+            if waited + delay > seconds or stopping():
+                raise
+            log.warning("%s failed, trying again: %s", what, exc)
+        await asyncio.sleep(delay)
+        waited += delay
+        delay = min(delay * 2, _OUTAGE_MAX_DELAY)
 
 
 def _configure_sqlite(engine: Engine, *, through_driver: bool) -> None:

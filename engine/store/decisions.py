@@ -241,19 +241,12 @@ class DecisionStore(StoreBase):
             )
             if row is None:
                 raise _already_decided(conn, request_id, now, check)
-            if check is not None:
-                check(takeover_from_row(row))
-            run_id, step_id = row["run_id"], row["step_id"]
             event = NewEvent(
                 JournalEvent.TAKEOVER_DENIED,
-                step_id,
+                row["step_id"],
                 {"requestId": request_id, "by": person, "notes": notes},
             )
-            self._back_to_work(conn, run_id, [event], now, adopt)
-            after = with_votes(conn, row)
-            if outbox is not None:
-                insert_outbox(conn, self, outbox(after), now)
-            return after
+            return self._hand_back(conn, row, [event], now, adopt, outbox, check)
 
         return work
 
@@ -310,17 +303,31 @@ class DecisionStore(StoreBase):
                     current=current.status.value,
                     request_id=request_id,
                 )
-            if check is not None:
-                check(takeover_from_row(row))
-            run_id, step_id = row["run_id"], row["step_id"]
-            events = _release_events(request_id, step_id, person)
-            self._back_to_work(conn, run_id, events, now, adopt)
-            after = with_votes(conn, row)
-            if outbox is not None:
-                insert_outbox(conn, self, outbox(after), now)
-            return after
+            events = _release_events(request_id, row["step_id"], person)
+            return self._hand_back(conn, row, events, now, adopt, outbox, check)
 
         return work
+
+    def _hand_back(
+        self,
+        conn: Connection,
+        row: Any,
+        events: Sequence[NewEvent],
+        now: datetime,
+        adopt: Adopt | None,
+        outbox: OutboxFor | None,
+        check: Check | None,
+    ) -> TakeoverRequest:
+        """The rest of a denial or a release once its UPDATE matched ``row``: the caller's
+        check on it, the events appended and the run put back to work, the card's messages
+        queued. Returns the request as decided."""
+        if check is not None:
+            check(takeover_from_row(row))
+        self._back_to_work(conn, row["run_id"], events, now, adopt)
+        after = with_votes(conn, row)
+        if outbox is not None:
+            insert_outbox(conn, self, outbox(after), now)
+        return after
 
     async def _decide(
         self, adopt: Adopt | None, unit: Callable[[Connection], TakeoverRequest]
