@@ -121,6 +121,7 @@ class Engine:
             # PostgreSQL's batch locks only its own rows (SKIP LOCKED): it can be larger than
             # SQLite's, which holds the one writer for its whole transaction.
             batch=1000 if self.db.is_sqlite else 2000,
+            drains=1 if self.db.is_sqlite else 2,
         )
         # The outbox claim lasts as long as a run's lease: a dead replica's messages go out
         # from another replica as soon as its runs do.

