@@ -14,8 +14,9 @@ For each replica count, on a scratch database of its own: park ``--runs`` runs o
 - the bare single-row commit rate of the same database, and decisions/commits;
 - CPU milliseconds per decision while the decisions run, per side: the replicas (all of them),
   PostgreSQL (every ``postgres`` process) and this driver (its HTTP client and the ``act``
-  service). Their sum against the machine's cores bounds the rate any number of replicas can
-  reach here.
+  service), and the whole machine's (``/proc/stat``). Their sum against the machine's cores
+  bounds the rate any number of replicas can reach here; a machine figure well above the sum
+  is CPU of processes that exited meanwhile (PostgreSQL backends of closed connections).
 Figures are printed, never asserted. Only 127.0.0.1 is contacted.
 """
 
@@ -106,10 +107,17 @@ def cpu_by_side(replica_pids: list[int]) -> dict[str, float]:
         return found
 
     return {
+        "machine": machine_busy_seconds(),
         "replicas": total(replica_pids),
         "postgres": total(postgres_pids()),
         "driver": cpu_seconds(os.getpid()),
     }
+
+
+def machine_busy_seconds() -> float:
+    """CPU time all cores have spent busy (neither idle nor waiting for I/O) since boot."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def pct(values: list[float], q: float) -> float:
@@ -226,7 +234,7 @@ async def main(db: str, runs: int, sample: int, counts: list[int]) -> None:
         print(
             f"{'replicas':>8} {'decisions/s':>12} {'p50 ms':>8} {'p99 ms':>8} "
             f"{'commits/s':>10} {'ratio':>6}   CPU ms per decision: replicas / postgres / "
-            f"driver = sum (cores: {os.cpu_count()})"
+            f"driver = sum; machine (cores: {os.cpu_count()})"
         )
         for n in counts:
             r = await measure(db, n, runs, sample, arrivals)
@@ -235,7 +243,7 @@ async def main(db: str, runs: int, sample: int, counts: list[int]) -> None:
                 f"{n:>8} {r['decisions']:>12.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} "
                 f"{r['commits']:>10.0f} {r['decisions'] / r['commits']:>6.2f}   "
                 f"{cpu['replicas']:.2f} / {cpu['postgres']:.2f} / {cpu['driver']:.2f} = "
-                f"{sum(cpu.values()):.2f}",
+                f"{cpu['replicas'] + cpu['postgres'] + cpu['driver']:.2f}; {cpu['machine']:.2f}",
                 flush=True,
             )
     finally:
