@@ -237,8 +237,8 @@ class Sweeper(BackgroundLoop):
         # backlog of 100,000 in about 6 s (bench/sweep.py); the engine gives PostgreSQL 2,000.
         self.batch = batch
         # Batches taken ``drains`` at a time, each on its own connection: while PostgreSQL
-        # executes one batch's statements this process builds the other's rows (100,000 in
-        # 7-9 s instead of 10-14). Each batch locks only its own rows (SKIP LOCKED).
+        # executes one batch's statement this process turns the other's rows into requests
+        # and card messages (bench/sweep.py). Each batch locks only its own rows (SKIP LOCKED).
         self.drains = drains
 
     async def sweep_once(self) -> int:

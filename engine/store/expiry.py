@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, exists, func, insert, literal, select, update
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from engine.errors import TransitionRefused
@@ -20,6 +22,7 @@ from engine.store.base import (
     takeover_from_row,
 )
 from engine.store.db import mark_ready
+from engine.store.tables import UTCDateTime
 from engine.store.takeovers import _LIVE_RUN, _OPEN, OutboxFor
 
 
@@ -46,6 +49,16 @@ class ExpiryStore(StoreBase):
                 by_run.setdefault(run_id, request_id)  # one per run per batch: seq numbers
             if not by_run:
                 return []
+            if not self.db.is_sqlite:
+                rows = list(
+                    conn.execute(
+                        _EXPIRE_ALL,
+                        {"ids": list(by_run.values()), "run_ids": list(by_run), "now": now},
+                    ).mappings()
+                )
+                if rows:
+                    mark_ready(conn)
+                return _expired(conn, rows)
             rows = list(
                 (
                     conn.execute(
@@ -89,6 +102,9 @@ class ExpiryStore(StoreBase):
             if journal_rows:
                 conn.execute(INSERT_JOURNAL, journal_rows)
                 mark_ready(conn)
+            return _expired(conn, rows)
+
+        def _expired(conn: Connection, rows: list[Any]) -> list[TakeoverRequest]:
             expired = [takeover_from_row(r) for r in rows]
             if outbox is not None:
                 insert_outbox(conn, self, [m for req in expired for m in outbox(req)], now)
@@ -124,6 +140,54 @@ class ExpiryStore(StoreBase):
             return cancelled
 
         return await self.db.transact(work)
+
+
+def _expire_all_statement() -> Any:
+    """PostgreSQL: a sweep batch's three writes in one statement, set-based in the database
+    (no journal rows built and bound one by one here): the picked requests expire, their live
+    runs go back to the queue with a sequence number each, and each such run's journal gets its
+    ``takeover_expired`` event. Returns the expired requests' rows."""
+    tr = t.takeover_requests
+    now = bindparam("now", type_=UTCDateTime())
+    expired = (
+        update(tr)
+        .where(
+            tr.c.id == func.any(bindparam("ids", type_=postgresql.ARRAY(tr.c.id.type))),
+            tr.c.status == TakeoverStatus.PENDING.value,
+        )
+        .values(status=TakeoverStatus.EXPIRED.value, decided_at=now)
+        .returning(*tr.c)
+        .cte("expired")
+    )
+    requeued = (
+        update(t.runs)
+        .where(
+            # By key, not joined: joined, PostgreSQL hashes the whole runs table for each batch.
+            t.runs.c.id == func.any(bindparam("run_ids", type_=postgresql.ARRAY(t.runs.c.id.type))),
+            t.runs.c.status.in_(_LIVE_RUN),
+            exists().where(expired.c.run_id == t.runs.c.id),
+        )
+        .values(next_seq=t.runs.c.next_seq + 1, updated_at=now, status=REQUEUE)
+        .returning(t.runs.c.id, t.runs.c.next_seq)
+        .cte("requeued")
+    )
+    journaled = insert(t.journal).from_select(
+        ["run_id", "seq", "step_id", "event", "data", "at"],
+        select(
+            requeued.c.id,
+            requeued.c.next_seq - 1,
+            expired.c.step_id,
+            literal(JournalEvent.TAKEOVER_EXPIRED.value),
+            func.json_build_object(
+                "requestId", expired.c.id, "behavior", expired.c.timeout_behavior
+            ),
+            now,
+        ).join_from(expired, requeued, requeued.c.id == expired.c.run_id),
+    )
+    return select(expired).add_cte(journaled.cte("journaled"))
+
+
+_EXPIRE_ALL = _expire_all_statement()
 
 
 def _cancel_one(conn: Connection, run_id: str, actor: str, now: datetime) -> list[TakeoverRequest]:
