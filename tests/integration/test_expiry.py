@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from engine import notify
-from engine.errors import AlreadyDecided
+from engine.errors import AlreadyDecided, StoreError
 from engine.model import JournalEvent, RunStatus, TakeoverStatus
 from engine.ports import ManualClock
 from engine.runtime import Engine
@@ -219,3 +220,34 @@ async def test_grant_racing_the_sweeper_has_one_outcome(
 ) -> None:
     seen = [await race_once(api, clock, f"o-{i}", when) for i in range(20)]
     assert set(seen) <= winners, seen
+
+
+async def test_a_failed_batch_is_raised_once_every_batch_beside_it_has_ended(
+    engine: Engine, clock: ManualClock
+) -> None:
+    for i in range(6):
+        await parked(engine, "reject-fails", f"o-{i}")
+    clock.advance(minutes=10)
+    expire_due = engine.store.expire_due
+    calls, in_flight = 0, 0
+
+    async def one_fails(*args: Any, **kwargs: Any) -> Any:
+        nonlocal calls, in_flight
+        calls += 1
+        if calls == 1:
+            await asyncio.sleep(0)  # the other drain starts its batch meanwhile
+            raise StoreError("database error: connection was closed")
+        in_flight += 1
+        try:
+            await asyncio.sleep(0.05)
+            return await expire_due(*args, **kwargs)
+        finally:
+            in_flight -= 1
+
+    engine.store.expire_due = one_fails  # type: ignore[method-assign]
+    sweeper = Sweeper(engine.store, clock, outbox=notify.card_changed, batch=2, drains=2)
+    with pytest.raises(StoreError):
+        await sweeper.sweep_once()
+    assert in_flight == 0
+    engine.store.expire_due = expire_due  # type: ignore[method-assign]
+    assert await sweeper.sweep_once() == 0  # the other drain expired all six
