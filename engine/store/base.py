@@ -388,7 +388,9 @@ def append_journal(
     shape = tuple((key, value is REQUEUE) for key, value in items)
     params: dict[str, Any] = {"run_id": run_id, "n": count, "now": now, "owner": owner}
     params.update({f"v_{key}": value for key, value in items if value is not REQUEUE})
-    if events and conn.dialect.name != "sqlite":
+    # PostgreSQL inserts the events in the UPDATE's own statement; SQLite after it.
+    one_statement = bool(events) and conn.dialect.name != "sqlite"
+    if one_statement:
         params["events"] = [{"s": e.step_id, "e": e.event.value, "d": e.data} for e in events]
         seqs = conn.execute(_append_with_events_statement(guard, shape), params).scalars().all()
         next_seq = max(seqs) + 1 if seqs else None
@@ -404,7 +406,7 @@ def append_journal(
         # Rolls this attempt back (on PostgreSQL its events were inserted with the UPDATE):
         # the events are there once.
         raise AlreadyAppended(expect)
-    if events and conn.dialect.name == "sqlite":
+    if events and not one_statement:
         FAST_INSERT_JOURNAL(
             conn,
             [

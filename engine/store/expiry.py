@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, exists, func, insert, literal, select, update
+from sqlalchemy import String, any_, bindparam, exists, func, insert, literal, select, update
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
@@ -152,7 +152,7 @@ def _expire_all_statement() -> Any:
     expired = (
         update(tr)
         .where(
-            tr.c.id == func.any(bindparam("ids", type_=postgresql.ARRAY(tr.c.id.type))),
+            tr.c.id == any_(bindparam("ids", type_=postgresql.ARRAY(String()))),
             tr.c.status == TakeoverStatus.PENDING.value,
         )
         .values(status=TakeoverStatus.EXPIRED.value, decided_at=now)
@@ -163,7 +163,7 @@ def _expire_all_statement() -> Any:
         update(t.runs)
         .where(
             # By key, not joined: joined, PostgreSQL hashes the whole runs table for each batch.
-            t.runs.c.id == func.any(bindparam("run_ids", type_=postgresql.ARRAY(t.runs.c.id.type))),
+            t.runs.c.id == any_(bindparam("run_ids", type_=postgresql.ARRAY(String()))),
             t.runs.c.status.in_(_LIVE_RUN),
             exists().where(expired.c.run_id == t.runs.c.id),
         )
