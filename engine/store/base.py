@@ -317,8 +317,13 @@ def _append_with_events_statement(guard: Guard, shape: tuple[tuple[str, bool], .
 
 
 _RUN = Fast(select(t.runs).where(t.runs.c.id == bindparam("run_id")))
+_J = t.journal.c
+# In ``JournalEntry``'s field order: ``read_journal`` builds the entries from the rows as they
+# come, without a mapping per row.
 _JOURNAL = Fast(
-    select(t.journal).where(t.journal.c.run_id == bindparam("run_id")).order_by(t.journal.c.seq)
+    select(_J.run_id, _J.seq, _J.event, _J.step_id, _J.data, _J.at)
+    .where(_J.run_id == bindparam("run_id"))
+    .order_by(_J.seq)
 )
 
 
@@ -332,7 +337,11 @@ def read_run_and_journal(conn: Connection, run_id: str) -> tuple[Run, list[Journ
 
 def read_journal(conn: Connection, run_id: str) -> list[JournalEntry]:
     """A run's whole journal, in order."""
-    return [journal_from_row(r) for r in _JOURNAL(conn, {"run_id": run_id}).mappings()]
+    events = _EVENTS
+    return [
+        JournalEntry(run, seq, events[event], step_id, data, at)
+        for run, seq, event, step_id, data, at in _JOURNAL(conn, {"run_id": run_id})
+    ]
 
 
 Plan = Callable[[Run, list[JournalEntry]], list[NewEvent]]

@@ -35,6 +35,9 @@ class FastResult:
         self.rows = rows
         self.rowcount = rowcount
 
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self.rows)
+
     def mappings(self) -> _Mappings:
         return _Mappings(self)
 

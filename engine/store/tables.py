@@ -36,10 +36,27 @@ metadata = MetaData(
 
 class UTCDateTime(TypeDecorator[datetime]):
     """Aware UTC datetimes on every dialect. SQLite keeps naive text, so values are stored as
-    naive UTC there (text order is time order) and made aware again on the way out."""
+    naive UTC there (text order is time order) and made aware again on the way out.
+
+    On SQLite the text is written and read by one function each way, in SQLAlchemy's own
+    storage format (``YYYY-MM-DD HH:MM:SS.ffffff``) and with its parser
+    (``datetime.fromisoformat``): the composed processors (this type's, then the dialect's
+    ``DATETIME``, which formats through a dict) cost about twice as much, and a step binds
+    and reads several timestamps (measured: 11 % of the engine's CPU during a burst of
+    resumes)."""
 
     impl = DateTime(timezone=True)
     cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> Any:
+        if dialect.name == "sqlite":
+            return _sqlite_text
+        return super().bind_processor(dialect)
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Any:
+        if dialect.name == "sqlite":
+            return _sqlite_datetime
+        return super().result_processor(dialect, coltype)
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
         if value is None:
@@ -54,6 +71,21 @@ class UTCDateTime(TypeDecorator[datetime]):
             return None
         assert isinstance(value, datetime)
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _sqlite_text(value: datetime | None) -> str | None:
+    """An aware datetime as SQLite keeps it: naive UTC text with microseconds."""
+    if value is None:
+        return None
+    if value.tzinfo is not UTC:
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the store; use the injected clock")
+        value = value.astimezone(UTC)
+    return value.replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+def _sqlite_datetime(value: str | None) -> datetime | None:
+    return None if value is None else datetime.fromisoformat(value).replace(tzinfo=UTC)
 
 
 def _serial() -> Column[int]:

@@ -7,10 +7,12 @@ import asyncio
 import sqlite3
 import threading
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 from sqlalchemy import select, text
+from sqlalchemy.dialects import sqlite
 
 from engine.errors import StoreError
 from engine.store import Database, NewRun, SqlStore
@@ -92,3 +94,33 @@ async def test_another_process_holding_the_lock_never_blocks_the_loop(
     # The connection that met the lock is fine for the next write.
     _, created = await store.create_run(NewRun(id="r2", workflow="w", input={}), NOW)
     assert created
+
+
+@pytest.mark.parametrize(
+    "when",
+    [
+        NOW,
+        datetime(999, 1, 2, 3, 4, 5, 6, tzinfo=UTC),
+        datetime(2026, 6, 1, 12, 0, 0, 123, tzinfo=ZoneInfo("Europe/Paris")),
+        datetime(2026, 1, 1, 23, 59, 59, 999_999, tzinfo=timezone(timedelta(hours=-3))),
+    ],
+)
+def test_sqlite_timestamps_are_sqlalchemys_text_of_the_utc_time(when: datetime) -> None:
+    """The timestamp type's own SQLite processors write the text SQLAlchemy's ``DATETIME``
+    writes for the same UTC time (databases written before read the same, text order is time
+    order) and read it back as the same aware instant."""
+    dialect = sqlite.dialect()
+    bind = t.UTCDateTime().bind_processor(dialect)
+    read = t.UTCDateTime().result_processor(dialect, None)
+    stored = bind(when)
+    assert stored == sqlite.DATETIME().bind_processor(dialect)(
+        when.astimezone(UTC).replace(tzinfo=None)
+    )
+    assert read(stored) == when
+    assert read(stored).tzinfo is UTC
+    assert bind(None) is None and read(None) is None
+
+
+def test_a_naive_timestamp_is_refused_on_sqlite() -> None:
+    with pytest.raises(ValueError, match="naive"):
+        t.UTCDateTime().bind_processor(sqlite.dialect())(datetime(2026, 1, 1))
