@@ -1,6 +1,6 @@
 """Signoff next to LangGraph and DBOS: one scenario, one run of each, databases on one disk.
 
-    python bench/peers.py [--runs 1000] [--sample 200]
+    python bench/peers.py [--runs 1000] [--sample 200] [--rounds 1]
                           [--systems signoff,signoff-http,langgraph,dbos] [--dir DIR]
 
 The scenario, for every system: N runs of ``prepare -> wait for a human -> act``. Park them all,
@@ -53,6 +53,11 @@ Figures (printed, never asserted):
   where the system runs on an asyncio loop here, ``threading.active_count()`` (for
   signoff-http: the server's OS threads from /proc);
 - DB bytes per run: the database file(s), with -wal/-shm/-journal, after parking / N.
+
+``--rounds K`` measures every system K times, taking turns (each round on new database
+files); the table gives each figure's median over the rounds, and the ratios are also given
+round by round with their median. The machine's speed can change by a third within minutes
+here: a ratio between systems measured in one round is the steadier figure.
 """
 
 from __future__ import annotations
@@ -844,6 +849,43 @@ def print_table(results: list[Result], sample: int, starters: int) -> None:
                 )
 
 
+def median_result(results: list[Result]) -> Result:
+    """One system's rounds as one result: each figure the median of its rounds'."""
+
+    def mid(values: list[Any]) -> Any:
+        return None if None in values else statistics.median(values)
+
+    first = results[0]
+    figures = {
+        name: mid([getattr(r, name) for r in results])
+        for name in asdict(first)
+        if name not in ("system", "runs")
+    }
+    return Result(system=first.system, runs=first.runs, **figures)
+
+
+def print_rounds(rounds: list[list[Result]]) -> None:
+    """Each pair's ratios round by round: the systems of one round ran minutes apart, so a
+    round's ratio is less touched by the machine's speed changing than ratios across rounds."""
+    print(f"\nratios round by round ({len(rounds)} rounds), and their median:")
+    for ours in ("signoff", "signoff-http"):
+        for peer in ("langgraph", "langgraph-async", "dbos"):
+            pairs = [
+                (by[ours], by[peer])
+                for by in ({r.system: r for r in results} for results in rounds)
+                if ours in by and peer in by
+            ]
+            if not pairs:
+                continue
+            for figure in ("park_rate", "resume_rate"):
+                ratios = [getattr(a, figure) / getattr(b, figure) for a, b in pairs]
+                listed = ", ".join(f"x{x:.2f}" for x in ratios)
+                print(
+                    f"{ours}/{peer} {figure.replace('_', ' ')}: {listed};"
+                    f" median x{statistics.median(ratios):.2f}"
+                )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
@@ -870,6 +912,13 @@ def main() -> None:
         default=1,
         help="threads starting runs at once while parking (default 1: one after another)",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure every system this many times, the systems taking turns (round 1: each"
+        " system once, then round 2 ...); the table gives each figure's median",
+    )
     parser.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     sample = max(1, min(args.sample, args.runs // 2))
@@ -881,11 +930,26 @@ def main() -> None:
         Path(args.dir).mkdir(parents=True, exist_ok=True)
     directory = Path(tempfile.mkdtemp(prefix="signoff-peers-", dir=args.dir))
     print(f"databases in {directory}", flush=True)
+    rounds: list[list[Result]] = []
+    for turn in range(1, max(1, args.rounds) + 1):
+        where = directory if args.rounds <= 1 else directory / f"round-{turn}"
+        where.mkdir(exist_ok=True)
+        if args.rounds > 1:
+            print(f"-- round {turn} of {args.rounds}", flush=True)
+        found = [r for s in systems if (r := run_child(s, where, args.runs, sample, args.starters))]
+        rounds.append(found)
+        if len(found) < len(systems):
+            break
+    measured = [s for s in systems if all(s in {r.system for r in found} for found in rounds)]
     results = [
-        r for s in systems if (r := run_child(s, directory, args.runs, sample, args.starters))
+        median_result([r for found in rounds for r in found if r.system == s]) for s in measured
     ]
     if results:
+        if len(rounds) > 1:
+            print(f"\nevery figure the median of {len(rounds)} rounds", end="")
         print_table(results, sample, args.starters)
+        if len(rounds) > 1:
+            print_rounds(rounds)
     if len(results) < len(systems):
         raise SystemExit(f"kept {directory} for its logs")
     shutil.rmtree(directory, ignore_errors=True)
