@@ -54,6 +54,7 @@ class Workers:
         self._loop_task: asyncio.Task[None] | None = None
         self._renewer: asyncio.Task[None] | None = None
         self._advancing: set[str] = set()  # the runs whose leases the renewer keeps
+        self._reclaimed: set[str] = set()  # claimed again while a task here advanced them
         self._stopping = False
 
     @property
@@ -144,6 +145,17 @@ class Workers:
             await self._wait(self.poll_seconds)
 
     def _spawn(self, run_id: str, written: Written | None = None) -> None:
+        if run_id in self._advancing:
+            # Claimed again though a task here still advances it: its lease ran out under
+            # that task (renewals failed meanwhile), and the claim renewed it for this
+            # process. That task goes on under the renewed lease; a second one would replay
+            # the step in flight as interrupted and call it again. Once that task ends (it
+            # may have been fenced out by another replica's claim in between), the run is
+            # advanced again from what was committed.
+            log.warning("run %s: lease renewed under the task still advancing it", run_id)
+            self._reclaimed.add(run_id)
+            return
+        self._advancing.add(run_id)
         task = asyncio.create_task(self._advance(run_id, written), name=f"run-{run_id}")
         self._active.add(task)
         task.add_done_callback(self._done)
@@ -158,7 +170,6 @@ class Workers:
             await asyncio.wait_for(self._wakeup.wait(), timeout)
 
     async def _advance(self, run_id: str, written: Written | None) -> None:
-        self._advancing.add(run_id)
         try:
             await self._advance_again_on_outage(run_id, written)
         except asyncio.CancelledError:
@@ -169,6 +180,10 @@ class Workers:
             log.exception("run %s: unexpected error (the lease will hand it on)", run_id)
         finally:
             self._advancing.discard(run_id)
+            if run_id in self._reclaimed:
+                self._reclaimed.discard(run_id)
+                if not self._stopping:
+                    self._spawn(run_id)
 
     async def _advance_again_on_outage(self, run_id: str, written: Written | None) -> None:
         """``interpreter.advance``; when our own database fails it (a step's write to it, a

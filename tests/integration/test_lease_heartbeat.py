@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
+from typing import Any
 
 from engine.model import JournalEvent, RunStatus
-from engine.ports import ConnectorCall, SystemClock
+from engine.ports import ConnectorCall, ManualClock, SystemClock
 from tests.support.engines import AGENT, make_engine, wait_status
 
 FLOW = """
@@ -60,4 +61,67 @@ async def test_a_step_longer_than_the_lease_runs_once(migrated_db_url: str) -> N
             await engine.stop()
     assert status == RunStatus.COMPLETED
     assert slow.calls == [f"{run.id}:work:1"]
+    assert [e.event for e in journal].count(JournalEvent.STEP_STARTED) == 1
+
+
+class Held:
+    """A connector whose call waits until the test lets it return."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.called = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def call(self, call: ConnectorCall) -> dict[str, bool]:
+        self.calls.append(call.idempotency_key)
+        self.called.set()
+        await self.release.wait()
+        return {"ok": True}
+
+
+async def test_a_run_claimed_again_under_its_own_task_is_not_advanced_twice(
+    migrated_db_url: str,
+) -> None:
+    """The lease runs out under a step still in flight (the clock jumps past it before the
+    renewer beats) and this process's own claim takes the run back: the task in flight goes
+    on under the renewed lease; no second task calls the step again."""
+    held = Held()
+    engine = make_engine(
+        migrated_db_url,
+        FLOW,
+        extra=EXTRA,
+        server="{workers: 2, leaseSeconds: 30, pollSeconds: 60}",
+        extra_connectors={"slow": held},
+    )
+    claimed: list[list[str]] = []
+    claim = engine.store.claim_runs
+    reclaimed = asyncio.Event()
+
+    async def noting_claims(*args: Any, **kwargs: Any) -> list[str]:
+        ids = await claim(*args, **kwargs)
+        claimed.append(ids)
+        if ids:
+            reclaimed.set()  # the worker loop spawns (or not) before this test runs again
+        return ids
+
+    engine.store.claim_runs = noting_claims  # type: ignore[method-assign]
+    await engine.start()
+    try:
+        run, _ = await engine.start_run("slow", {}, AGENT)
+        await asyncio.wait_for(held.called.wait(), 10)
+        assert engine.workers.active == 1
+        assert isinstance(engine.clock, ManualClock)
+        engine.clock.advance(seconds=31)  # the run's lease (30 s) has run out
+        engine.workers.wake()
+        await asyncio.wait_for(reclaimed.wait(), 10)
+        active_after_claim = engine.workers.active
+        held.release.set()
+        status = await wait_status(engine, run.id, RunStatus.COMPLETED)
+        journal = await engine.store.journal(run.id)
+    finally:
+        await engine.stop()
+    assert [run.id] in claimed  # its own claim did take it back
+    assert active_after_claim == 1
+    assert status == RunStatus.COMPLETED
+    assert held.calls == [f"{run.id}:work:1"]
     assert [e.event for e in journal].count(JournalEvent.STEP_STARTED) == 1
