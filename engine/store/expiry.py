@@ -5,7 +5,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import String, any_, bindparam, exists, func, insert, literal, select, update
+from sqlalchemy import (
+    JSON,
+    String,
+    any_,
+    bindparam,
+    exists,
+    func,
+    insert,
+    literal,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
@@ -13,7 +26,7 @@ from engine.errors import TransitionRefused
 from engine.model import JournalEvent, NewEvent, RunStatus, TakeoverRequest, TakeoverStatus
 from engine.store import tables as t
 from engine.store.base import (
-    INSERT_JOURNAL,
+    FAST_INSERT_JOURNAL,
     REQUEUE,
     Guard,
     StoreBase,
@@ -22,6 +35,7 @@ from engine.store.base import (
     takeover_from_row,
 )
 from engine.store.db import mark_ready
+from engine.store.fast import Fast
 from engine.store.tables import UTCDateTime
 from engine.store.takeovers import _LIVE_RUN, _OPEN, OutboxFor
 
@@ -59,33 +73,11 @@ class ExpiryStore(StoreBase):
                 if rows:
                     mark_ready(conn)
                 return _expired(conn, rows)
-            rows = list(
-                (
-                    conn.execute(
-                        update(tr)
-                        .where(
-                            self.one_of(tr.c.id, list(by_run.values())),
-                            tr.c.status == TakeoverStatus.PENDING.value,
-                        )
-                        .values(status=TakeoverStatus.EXPIRED.value, decided_at=now)
-                        .returning(tr)
-                    )
-                ).mappings()
-            )
+            rows = list(_SQLITE_EXPIRE(conn, {"ids": list(by_run.values()), "now": now}).mappings())
             if not rows:
                 return []
             seqs: dict[str, int] = dict(
-                (
-                    conn.execute(
-                        update(t.runs)
-                        .where(
-                            self.one_of(t.runs.c.id, [r["run_id"] for r in rows]),
-                            t.runs.c.status.in_(_LIVE_RUN),
-                        )
-                        .values(next_seq=t.runs.c.next_seq + 1, updated_at=now, status=REQUEUE)
-                        .returning(t.runs.c.id, t.runs.c.next_seq)
-                    )
-                ).all()
+                _SQLITE_REQUEUE(conn, {"ids": [r["run_id"] for r in rows], "now": now}).rows
             )
             journal_rows = [
                 {
@@ -100,7 +92,7 @@ class ExpiryStore(StoreBase):
                 if r["run_id"] in seqs
             ]
             if journal_rows:
-                conn.execute(INSERT_JOURNAL, journal_rows)
+                FAST_INSERT_JOURNAL(conn, journal_rows)
                 mark_ready(conn)
             return _expired(conn, rows)
 
@@ -194,6 +186,40 @@ def _expire_all_statement() -> Any:
 
 
 _EXPIRE_ALL = _expire_all_statement()
+
+
+def _json_keys() -> Any:
+    """SQLite: the keys bound as one JSON array (``json_each``), so the statement is constant
+    (``engine.store.fast``: compiled once, run on the driver) whatever the batch's size."""
+    return select(literal_column("value")).select_from(
+        func.json_each(bindparam("ids", type_=JSON()))
+    )
+
+
+_SQLITE_EXPIRE = Fast(
+    update(t.takeover_requests)
+    .where(
+        t.takeover_requests.c.id.in_(_json_keys()),
+        t.takeover_requests.c.status == TakeoverStatus.PENDING.value,
+    )
+    .values(
+        status=TakeoverStatus.EXPIRED.value,
+        decided_at=bindparam("now", type_=UTCDateTime()),
+    )
+    .returning(t.takeover_requests)
+)
+_SQLITE_REQUEUE = Fast(
+    update(t.runs)
+    # The live statuses spelled out: a list bound to IN is expanded per execution, which the
+    # constant statement cannot be.
+    .where(t.runs.c.id.in_(_json_keys()), or_(*(t.runs.c.status == status for status in _LIVE_RUN)))
+    .values(
+        next_seq=t.runs.c.next_seq + 1,
+        updated_at=bindparam("now", type_=UTCDateTime()),
+        status=REQUEUE,
+    )
+    .returning(t.runs.c.id, t.runs.c.next_seq)
+)
 
 
 def _cancel_one(conn: Connection, run_id: str, actor: str, now: datetime) -> list[TakeoverRequest]:

@@ -8,6 +8,7 @@ import sqlite3
 import threading
 import time
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -15,7 +16,7 @@ from sqlalchemy import select, text
 from sqlalchemy.dialects import sqlite
 
 from engine.errors import StoreError
-from engine.store import Database, NewRun, SqlStore
+from engine.store import Database, NewRun, SqlStore, expiry
 from engine.store import tables as t
 from engine.store.migrate import upgrade_to_head
 
@@ -124,3 +125,46 @@ def test_sqlite_timestamps_are_sqlalchemys_text_of_the_utc_time(when: datetime) 
 def test_a_naive_timestamp_is_refused_on_sqlite() -> None:
     with pytest.raises(ValueError, match="naive"):
         t.UTCDateTime().bind_processor(sqlite.dialect())(datetime(2026, 1, 1))
+
+
+async def test_the_sweeps_statements_run_on_the_driver(store: SqlStore) -> None:
+    """A SQLite sweep batch binds its keys as one JSON array: its statements are constant and
+    run on the fast path (a list bound to IN would send them through SQLAlchemy's execution
+    layer, about a third of a sweep's CPU), and they expire and re-queue what they name."""
+    now = NOW
+    await store.create_run(NewRun(id="r1", workflow="w", input={}), now)
+    await store.create_run(NewRun(id="r2", workflow="w", input={}), now)
+
+    def seed(conn: Any) -> None:
+        for run_id in ("r1", "r2"):
+            conn.execute(
+                t.takeover_requests.insert().values(
+                    id=f"tk-{run_id}",
+                    run_id=run_id,
+                    step_id="approve",
+                    kind="node",
+                    status="pending",
+                    reason="r",
+                    approvers=[],
+                    approvals_required=1,
+                    approvals=0,
+                    allow_self_approval=False,
+                    timeout_behavior="auto-reject",
+                    channels=[],
+                    details={},
+                    deny_reason_required=False,
+                    escalate_to=[],
+                    created_at=now,
+                    expires_at=now,
+                )
+            )
+            conn.execute(t.runs.update().where(t.runs.c.id == run_id).values(status="waiting"))
+
+    await store.db.transact(seed)
+    expired = await store.expire_due(now + timedelta(seconds=1), limit=10)
+    assert sorted(r.id for r in expired) == ["tk-r1", "tk-r2"]
+    assert not expiry._SQLITE_EXPIRE._slow and not expiry._SQLITE_REQUEUE._slow
+    statuses = await store.db.transact(
+        lambda conn: dict(conn.execute(select(t.runs.c.id, t.runs.c.status)).all()), write=False
+    )
+    assert statuses == {"r1": "queued", "r2": "queued"}
