@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Callable
 from datetime import timedelta
@@ -158,10 +159,16 @@ class Workers:
         self._advancing.add(run_id)
         task = asyncio.create_task(self._advance(run_id, written), name=f"run-{run_id}")
         self._active.add(task)
-        task.add_done_callback(self._done)
+        task.add_done_callback(functools.partial(self._done, run_id))
 
-    def _done(self, task: asyncio.Task[None]) -> None:
+    def _done(self, run_id: str, task: asyncio.Task[None]) -> None:
+        """A run's task ended (a task cancelled before it started too)."""
         self._active.discard(task)
+        self._advancing.discard(run_id)
+        if run_id in self._reclaimed:
+            self._reclaimed.discard(run_id)
+            if not self._stopping:
+                self._spawn(run_id)
         if self._more_queued:
             self._wakeup.set()  # a free slot, and runs may be waiting for one: claim
 
@@ -178,12 +185,6 @@ class Workers:
             log.warning("run %s: %s (the lease will hand it to another attempt)", run_id, exc)
         except Exception:
             log.exception("run %s: unexpected error (the lease will hand it on)", run_id)
-        finally:
-            self._advancing.discard(run_id)
-            if run_id in self._reclaimed:
-                self._reclaimed.discard(run_id)
-                if not self._stopping:
-                    self._spawn(run_id)
 
     async def _advance_again_on_outage(self, run_id: str, written: Written | None) -> None:
         """``interpreter.advance``; when our own database fails it (a step's write to it, a

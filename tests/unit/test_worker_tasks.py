@@ -49,3 +49,19 @@ async def test_a_run_claimed_again_under_its_task_is_advanced_again_only_after_i
     assert interpreter.advances == [("r-1", "as first claimed"), ("r-1", None)]
     assert interpreter.most_at_once == 1
     assert workers.active == 0
+
+
+async def test_a_task_cancelled_before_it_started_leaves_its_run_free_to_advance() -> None:
+    interpreter = HeldInterpreter()
+    workers = Workers(None, interpreter, ManualClock(), owner="w")  # type: ignore[arg-type]
+    workers._spawn("r-1")
+    for task in list(workers._active):
+        task.cancel()  # before it ran a single step (a stop during the spawn)
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert workers.active == 0 and interpreter.advances == []
+
+    workers._spawn("r-1", "claimed after the stop")
+    await asyncio.wait_for(interpreter.started.wait(), 5)
+    assert interpreter.advances == [("r-1", "claimed after the stop")]
+    interpreter.release.set()
