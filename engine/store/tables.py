@@ -59,12 +59,8 @@ class UTCDateTime(TypeDecorator[datetime]):
         return super().result_processor(dialect, coltype)
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> Any:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given to the store; use the injected clock")
-        value = value.astimezone(UTC)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+        """PostgreSQL's (SQLite's is ``_sqlite_text``): the aware UTC time."""
+        return None if value is None else _in_utc(value)
 
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
@@ -73,15 +69,17 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
+def _in_utc(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError("naive datetime given to the store; use the injected clock")
+    return value if value.tzinfo is UTC else value.astimezone(UTC)
+
+
 def _sqlite_text(value: datetime | None) -> str | None:
     """An aware datetime as SQLite keeps it: naive UTC text with microseconds."""
     if value is None:
         return None
-    if value.tzinfo is not UTC:
-        if value.tzinfo is None:
-            raise ValueError("naive datetime given to the store; use the injected clock")
-        value = value.astimezone(UTC)
-    return value.replace(tzinfo=None).isoformat(" ", "microseconds")
+    return _in_utc(value).replace(tzinfo=None).isoformat(" ", "microseconds")
 
 
 def _sqlite_datetime(value: str | None) -> datetime | None:
