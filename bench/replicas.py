@@ -2,7 +2,7 @@
 processes on one PostgreSQL database; print the figures.
 
     python bench/replicas.py [--db postgresql+asyncpg://postgres@127.0.0.1:5432/test]
-                             [--runs 300] [--sample 50] [--replicas 1,2,3]
+                             [--runs 300] [--sample 50] [--replicas 1,2,3] [--rounds 1]
 
 For each replica count, on a scratch database of its own: park ``--runs`` runs of
 ``approve -> act`` (``act`` calls an HTTP service in this process), then
@@ -17,7 +17,11 @@ For each replica count, on a scratch database of its own: park ``--runs`` runs o
   service), and the whole machine's (``/proc/stat``). Their sum against the machine's cores
   bounds the rate any number of replicas can reach here; a machine figure well above the sum
   is CPU of processes that exited meanwhile (PostgreSQL backends of closed connections).
-Figures are printed, never asserted. Only 127.0.0.1 is contacted.
+``--rounds K`` measures the replica counts K times, taking turns (1, 2, 3, 1, 2, 3 ...), then
+prints each count's median decisions/s and its ratio to one replica's, round by round: a
+round's counts ran a minute or two apart, so its ratio is less touched by the machine's speed
+changing than a ratio across rounds. Figures are printed, never asserted. Only 127.0.0.1 is
+contacted.
 """
 
 from __future__ import annotations
@@ -226,7 +230,7 @@ async def reachable(db: str) -> bool:
         await engine.dispose()
 
 
-async def main(db: str, runs: int, sample: int, counts: list[int]) -> None:
+async def main(db: str, runs: int, sample: int, counts: list[int], rounds: int) -> None:
     if not await reachable(db):
         return
     arrivals = Arrivals()
@@ -236,6 +240,7 @@ async def main(db: str, runs: int, sample: int, counts: list[int]) -> None:
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()
     arrivals.url = f"http://127.0.0.1:{runner.addresses[0][1]}"
+    rates: list[dict[int, float]] = []
     try:
         print(f"{runs} decisions (32 at a time) + {sample} timed one at a time, per row")
         print(
@@ -243,18 +248,38 @@ async def main(db: str, runs: int, sample: int, counts: list[int]) -> None:
             f"{'commits/s':>10} {'ratio':>6}   CPU ms per decision: replicas / postgres / "
             f"driver = sum; machine (cores: {os.cpu_count()})"
         )
-        for n in counts:
-            r = await measure(db, n, runs, sample, arrivals)
-            cpu = r["cpu_ms"]
-            print(
-                f"{n:>8} {r['decisions']:>12.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} "
-                f"{r['commits']:>10.0f} {r['decisions'] / r['commits']:>6.2f}   "
-                f"{cpu['replicas']:.2f} / {cpu['postgres']:.2f} / {cpu['driver']:.2f} = "
-                f"{cpu['replicas'] + cpu['postgres'] + cpu['driver']:.2f}; {cpu['machine']:.2f}",
-                flush=True,
-            )
+        for _ in range(rounds):
+            rates.append({})
+            for n in counts:
+                r = await measure(db, n, runs, sample, arrivals)
+                rates[-1][n] = r["decisions"]
+                cpu = r["cpu_ms"]
+                print(
+                    f"{n:>8} {r['decisions']:>12.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} "
+                    f"{r['commits']:>10.0f} {r['decisions'] / r['commits']:>6.2f}   "
+                    f"{cpu['replicas']:.2f} / {cpu['postgres']:.2f} / {cpu['driver']:.2f} = "
+                    f"{cpu['replicas'] + cpu['postgres'] + cpu['driver']:.2f}; "
+                    f"{cpu['machine']:.2f}",
+                    flush=True,
+                )
     finally:
         await runner.cleanup()
+    if rounds > 1:
+        print_scaling(rates)
+
+
+def print_scaling(rates: list[dict[int, float]]) -> None:
+    """Each replica count's median decisions/s over the rounds, and its ratio to one replica's
+    decisions/s of the same round, round by round."""
+    print(f"\nmedians of {len(rates)} rounds, and decisions/s against 1 replica's, by round:")
+    for n in sorted(rates[0]):
+        median = statistics.median(found[n] for found in rates)
+        line = f"{n:>8} {median:>12.0f}"
+        if n != 1 and 1 in rates[0]:
+            ratios = [found[n] / found[1] for found in rates]
+            listed = ", ".join(f"x{x:.2f}" for x in ratios)
+            line += f"   {listed}; median x{statistics.median(ratios):.2f}"
+        print(line)
 
 
 if __name__ == "__main__":
@@ -263,5 +288,13 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--sample", type=int, default=50)
     parser.add_argument("--replicas", default="1,2,3")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure the replica counts this many times, taking turns; then print each"
+        " count's median and its ratio to one replica, round by round",
+    )
     args = parser.parse_args()
-    asyncio.run(main(args.db, args.runs, args.sample, [int(x) for x in args.replicas.split(",")]))
+    counts = [int(x) for x in args.replicas.split(",")]
+    asyncio.run(main(args.db, args.runs, args.sample, counts, max(1, args.rounds)))
