@@ -168,3 +168,21 @@ async def test_the_sweeps_statements_run_on_the_driver(store: SqlStore) -> None:
         lambda conn: dict(conn.execute(select(t.runs.c.id, t.runs.c.status)).all()), write=False
     )
     assert statuses == {"r1": "queued", "r2": "queued"}
+
+
+def test_sqlite_timestamps_repeated_and_interleaved_convert_alike() -> None:
+    """Each way remembers its last conversion: the same value again, another one, then the
+    first again each give what converting it afresh gives."""
+    dialect = sqlite.dialect()
+    bind = t.UTCDateTime().bind_processor(dialect)
+    read = t.UTCDateTime().result_processor(dialect, None)
+    first, other = NOW, NOW + timedelta(microseconds=1)
+    texts = [bind(v) for v in (first, first, other, first, other, other)]
+    fresh = {
+        v: v.astimezone(UTC).replace(tzinfo=None).isoformat(" ", "microseconds")
+        for v in (first, other)
+    }
+    assert texts == [fresh[first], fresh[first], fresh[other], fresh[first]] + [fresh[other]] * 2
+    assert [read(x) for x in texts] == [first, first, other, first, other, other]
+    with pytest.raises(ValueError, match="naive"):
+        bind(first.replace(tzinfo=None))
