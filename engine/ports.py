@@ -28,7 +28,8 @@ class SystemClock:
         self.offset = offset
 
     def now(self) -> datetime:
-        return datetime.now(UTC) + self.offset
+        now = datetime.now(UTC)
+        return now + self.offset if self.offset else now
 
 
 class ManualClock:

@@ -126,12 +126,15 @@ class _Compiled:
         )
 
     def args(self, params: Params) -> tuple[Any, ...]:
-        fixed = self.fixed
-        values = []
-        for name, process in self.binds:
-            value = params[name] if name in params else fixed[name]
-            values.append(value if process is None or value is None else process(value))
-        return tuple(values)
+        if self.fixed:
+            params = {**self.fixed, **params}
+        return tuple(
+            [
+                value if process is None or value is None else process(value)
+                for name, process in self.binds
+                for value in (params[name],)
+            ]
+        )
 
     def rows(self, cursor: sqlite3.Cursor) -> list[tuple[Any, ...]]:
         fetched = cursor.fetchall()
