@@ -168,12 +168,18 @@ class Workflow:
 
     name: str
     nodes: tuple[Node, ...]
+    # Each node id's position (the first, should an unvalidated graph repeat an id): the walk
+    # asks for a node's successor at every step.
+    _positions: dict[str, int] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        positions: dict[str, int] = {}
+        for i, n in enumerate(self.nodes):
+            positions.setdefault(n.id, i)
+        object.__setattr__(self, "_positions", positions)
 
     def node(self, node_id: str) -> Node:
-        for n in self.nodes:
-            if n.id == node_id:
-                return n
-        raise KeyError(node_id)
+        return self.nodes[self._positions[node_id]]
 
     def successor(self, node: Node) -> Node | None:
         """The node that runs after ``node`` (None at the end of the run)."""
@@ -181,7 +187,7 @@ class Workflow:
             return None
         if node.next is not None:
             return self.node(node.next)
-        index = self.nodes.index(node)
+        index = self._positions[node.id]
         return self.nodes[index + 1] if index + 1 < len(self.nodes) else None
 
 
