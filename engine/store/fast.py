@@ -182,8 +182,10 @@ class Fast:
             except _Unsupported:
                 self._slow = True
                 return conn.execute(self.stmt, params)
-        driver = conn.connection.driver_connection
-        assert driver is not None
+        # pysqlite's DBAPI connection is the sqlite3 connection itself (``driver_connection``
+        # gets it through three more calls per statement).
+        driver = conn.connection.dbapi_connection
+        assert isinstance(driver, sqlite3.Connection)
         try:
             if many:
                 cursor = driver.executemany(compiled.sql, [compiled.args(p) for p in batch])
