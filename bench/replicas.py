@@ -253,19 +253,22 @@ async def main(db: str, runs: int, sample: int, counts: list[int], rounds: int) 
             for n in counts:
                 r = await measure(db, n, runs, sample, arrivals)
                 rates[-1][n] = r["decisions"]
-                cpu = r["cpu_ms"]
-                print(
-                    f"{n:>8} {r['decisions']:>12.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} "
-                    f"{r['commits']:>10.0f} {r['decisions'] / r['commits']:>6.2f}   "
-                    f"{cpu['replicas']:.2f} / {cpu['postgres']:.2f} / {cpu['driver']:.2f} = "
-                    f"{cpu['replicas'] + cpu['postgres'] + cpu['driver']:.2f}; "
-                    f"{cpu['machine']:.2f}",
-                    flush=True,
-                )
+                print_row(n, r)
     finally:
         await runner.cleanup()
     if rounds > 1:
         print_scaling(rates)
+
+
+def print_row(n: int, r: dict[str, Any]) -> None:
+    cpu = r["cpu_ms"]
+    print(
+        f"{n:>8} {r['decisions']:>12.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} "
+        f"{r['commits']:>10.0f} {r['decisions'] / r['commits']:>6.2f}   "
+        f"{cpu['replicas']:.2f} / {cpu['postgres']:.2f} / {cpu['driver']:.2f} = "
+        f"{cpu['replicas'] + cpu['postgres'] + cpu['driver']:.2f}; {cpu['machine']:.2f}",
+        flush=True,
+    )
 
 
 def print_scaling(rates: list[dict[int, float]]) -> None:
