@@ -15,10 +15,13 @@ compiled once for the life of the object.
 
 from __future__ import annotations
 
+import json
+import numbers
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from sqlalchemy import JSON
 from sqlalchemy.engine import Connection, Dialect
 from sqlalchemy.exc import DBAPIError
 
@@ -111,16 +114,23 @@ class _Compiled:
                 raise _Unsupported()
             fixed[column.key] = default.arg
         processors = compiled._bind_processors
+        direct = dialect._json_serializer is None and dialect._json_deserializer is None
         self.sql: str = compiled.string
         self.names: tuple[str, ...] = tuple(compiled.positiontup or ())
         self.fixed = fixed
         self.binds: tuple[tuple[str, Callable[[Any], Any] | None], ...] = tuple(
-            (name, processors.get(name)) for name in self.names
+            (
+                name,
+                _json_bind(processors[name])
+                if direct and isinstance(compiled.binds[name].type, JSON)
+                else processors.get(name),
+            )
+            for name in self.names
         )
         self.keys: tuple[str, ...] = tuple(c.keyname for c in compiled._result_columns)
         # The result columns that need converting (JSON, timestamps), by position.
         self.processed: tuple[tuple[int, Callable[[Any], Any]], ...] = tuple(
-            (i, process)
+            (i, _json_result if direct and isinstance(c.type, JSON) else process)
             for i, c in enumerate(compiled._result_columns)
             if (process := c.type._cached_result_processor(dialect, None)) is not None
         )
@@ -150,6 +160,33 @@ class _Compiled:
                     row[i] = process(value)
             rows.append(tuple(row))
         return rows
+
+
+# JSON values take the json module's encoder and decoder directly: what SQLAlchemy's SQLite
+# JSON processors call through three frames (its processor, ``json.dumps``' keyword checks,
+# the encoder), for the same text either way. Everything else the store binds to a JSON
+# column (its ``JSON.NULL`` and ``null()``) goes to SQLAlchemy's processor as before.
+_PLAIN_JSON = frozenset({dict, list, str, int, float, bool})
+_encode = json.JSONEncoder().encode
+_decode = json.JSONDecoder().decode
+
+
+def _json_bind(sqlalchemys: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def process(value: Any) -> Any:
+        if value.__class__ in _PLAIN_JSON:
+            return _encode(value)
+        return sqlalchemys(value)
+
+    return process
+
+
+def _json_result(value: Any) -> Any:
+    try:
+        return _decode(value)
+    except TypeError:  # SQLite's JSON number stored as one (SQLAlchemy's SQLite JSON type)
+        if isinstance(value, numbers.Number):
+            return value
+        raise
 
 
 class _Unsupported(Exception):

@@ -12,12 +12,13 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import JSON, Column, Integer, MetaData, Table, create_engine, insert, select, text
 from sqlalchemy.dialects import sqlite
 
 from engine.errors import StoreError
 from engine.store import Database, NewRun, SqlStore, expiry
 from engine.store import tables as t
+from engine.store.fast import Fast
 from engine.store.migrate import upgrade_to_head
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, 0, tzinfo=UTC)  # no microseconds: the format keeps them
@@ -186,3 +187,25 @@ def test_sqlite_timestamps_repeated_and_interleaved_convert_alike() -> None:
     assert [read(x) for x in texts] == [first, first, other, first, other, other]
     with pytest.raises(ValueError, match="naive"):
         bind(first.replace(tzinfo=None))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"a": [1, 2.5, "é", None, True]}, [1, {"b": "c"}], "text", 7, 1.5, False, {}, JSON.NULL],
+)
+def test_fast_json_is_stored_and_read_as_sqlalchemy_does(value: Any) -> None:
+    """The fast path's JSON processors store the text SQLAlchemy's would and read back what
+    it reads; its ``JSON.NULL`` goes through SQLAlchemy's processor (JSON ``null``)."""
+    table = Table(
+        "j", MetaData(), Column("k", Integer, primary_key=True), Column("v", JSON, nullable=True)
+    )
+    engine = create_engine("sqlite://")
+    with engine.begin() as conn:
+        table.create(conn)
+        Fast(insert(table))(conn, {"k": 1, "v": value})
+        conn.execute(insert(table), {"k": 2, "v": value})
+        stored = conn.execute(text("SELECT v FROM j ORDER BY k")).scalars().all()
+        fast = [row[0] for row in Fast(select(table.c.v).order_by(table.c.k))(conn, {})]
+        slow = conn.execute(select(table.c.v).order_by(table.c.k)).scalars().all()
+    assert stored[0] == stored[1]
+    assert fast == slow == [None if value is JSON.NULL else value] * 2
