@@ -92,12 +92,13 @@ class Approvals:
             _of_run(request, run_id)
             self._authorize(request, who)
 
-        offer = self._offer() if release else None
+        now = self.clock.now()  # the decision's time is its arrival, not its slot's
+        offer = await self._offer() if release else None
         try:
             after = await self.store.grant(
                 request_id,
                 who.name,
-                self.clock.now(),
+                now,
                 notes=notes,
                 sdp_offer=sdp_offer,
                 release=release,
@@ -127,12 +128,13 @@ class Approvals:
             if request.deny_reason_required and not (notes or "").strip():
                 raise InvalidRequest("a reason is required to deny this request")
 
-        offer = self._offer()
+        now = self.clock.now()
+        offer = await self._offer()
         try:
             after = await self.store.deny(
                 request_id,
                 who.name,
-                self.clock.now(),
+                now,
                 notes=notes,
                 outbox=notify.card_changed,
                 adopt=offer,
@@ -151,12 +153,13 @@ class Approvals:
             if request.decided_by != who.name and not who.is_admin:
                 self._authorize(request, who)
 
-        offer = self._offer()
+        now = self.clock.now()
+        offer = await self._offer()
         try:
             after = await self.store.release(
                 request_id,
                 who.name,
-                self.clock.now(),
+                now,
                 outbox=notify.card_changed,
                 adopt=offer,
                 check=check,
@@ -168,11 +171,12 @@ class Approvals:
 
     # -- handing the run back ------------------------------------------------------------------
     # A decision that puts a parked run back to work claims it for a free worker slot of this
-    # process in the same transaction (``Workers.offer``): the run resumes here at once, with
-    # no queue round trip. Without a free slot it is queued and the workers are woken.
+    # process in the same transaction (``Workers.offer_soon``: with all busy, the first to free
+    # within 0.1 s): the run resumes here at once, with no queue round trip. Without a slot
+    # it is queued and the workers are woken.
 
-    def _offer(self) -> Adopt | None:
-        return self.workers.offer() if self.workers is not None else None
+    async def _offer(self) -> Adopt | None:
+        return await self.workers.offer_soon() if self.workers is not None else None
 
     def _settle(self, offer: Adopt | None) -> None:
         if self.workers is not None:

@@ -5,12 +5,13 @@ status and lease (no second worker ever advances it)."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from engine.model import Role, RunStatus
+from engine.model import Role, RunStatus, TakeoverStatus
 from engine.runtime import Engine
 from engine.store import Adopt, NewRun
 from tests.support.engines import AGENT, make_engine, person, wait_status
@@ -23,6 +24,7 @@ flow:
 """
 # Polling set to a minute: only a claim made at once (or a wake-up) could move a queued run.
 SLOW_POLL = "{workers: 4, leaseSeconds: 30, pollSeconds: 60}"
+ONE_SLOT = "{workers: 1, leaseSeconds: 30, pollSeconds: 60}"
 
 
 def count_claims(engine: Engine) -> list[int]:
@@ -212,3 +214,89 @@ async def test_the_worker_is_handed_the_run_and_journal_as_committed(
         "step_completed",
         "step_started",
     ]
+
+
+async def test_with_every_slot_busy_a_decision_takes_the_first_slot_freed(
+    migrated_db_url: str,
+) -> None:
+    """It waits for the slot rather than queue its run: the run resumes here, unclaimed."""
+    engine = make_engine(migrated_db_url, FLOW, server=ONE_SLOT)
+    claims = count_claims(engine)
+    await engine.start()
+    try:
+        run_id, request_id = await parked(engine)
+        held = engine.workers.offer()  # the one slot, busy
+        assert held is not None and engine.workers.offer() is None
+        decision = asyncio.create_task(
+            engine.approvals.grant(request_id, person("bob"), release=True)
+        )
+        await asyncio.sleep(0)  # its first step: no slot, so it waits for one
+        assert not decision.done()
+        engine.workers.settle(held)  # the slot frees without a run
+        after = await decision
+        await wait_status(engine, run_id, RunStatus.COMPLETED)
+    finally:
+        await engine.stop()
+    assert after.status == TakeoverStatus.RELEASED
+    assert claims == []
+
+
+async def test_a_decision_waits_for_a_slot_no_longer_than_it_is_given(
+    migrated_db_url: str,
+) -> None:
+    engine = make_engine(migrated_db_url, FLOW, server=ONE_SLOT)
+    await engine.start()
+    try:
+        await parked(engine)
+        held = engine.workers.offer()
+        assert await engine.workers.offer_soon(seconds=0.01) is None
+        engine.workers.settle(held)
+        assert await engine.workers.offer_soon(seconds=0.01) is not None  # free: at once
+    finally:
+        await engine.stop()
+
+
+async def test_a_decision_does_not_wait_ahead_of_runs_that_may_be_queued(
+    migrated_db_url: str,
+) -> None:
+    """Once the workers found no slot to claim queued runs with, a decision queues its run
+    behind theirs at once; the freed slot claims it."""
+    engine = make_engine(migrated_db_url, FLOW, server=ONE_SLOT)
+    claims = count_claims(engine)
+    await engine.start()
+    try:
+        run_id, request_id = await parked(engine)
+        held = engine.workers.offer()
+        engine.wake()  # what another replica's queued run does
+        for _ in range(20):  # the claim loop's turn: it finds no free slot
+            await asyncio.sleep(0)
+        decision = asyncio.create_task(
+            engine.approvals.grant(request_id, person("bob"), release=True)
+        )
+        await asyncio.sleep(0)  # its first step: no slot, and it does not wait for one
+        engine.workers.settle(held)  # a slot a waiting decision would have taken
+        await decision
+        await wait_status(engine, run_id, RunStatus.COMPLETED)
+    finally:
+        await engine.stop()
+    assert claims == [1]  # queued, then claimed
+
+
+async def test_a_decision_told_of_a_slot_but_gone_passes_it_on(migrated_db_url: str) -> None:
+    """The caller of the first decision in line went away (a cancelled request) after it was
+    told: the next in line takes the slot, with no other slot freed."""
+    engine = make_engine(migrated_db_url, FLOW, server=ONE_SLOT)
+    await engine.start()
+    try:
+        await parked(engine)  # by now the workers have claimed once: nothing is queued
+        held = engine.workers.offer()
+        first = asyncio.create_task(engine.workers.offer_soon(seconds=5))
+        second = asyncio.create_task(engine.workers.offer_soon(seconds=5))
+        await asyncio.sleep(0)  # both wait, in that order
+        engine.workers.settle(held)  # tells the first
+        first.cancel()
+        offer = await asyncio.wait_for(second, 1)
+        engine.workers.settle(offer)
+    finally:
+        await engine.stop()
+    assert first.cancelled() and offer is not None
