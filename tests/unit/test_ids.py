@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 import uuid
 
@@ -38,3 +40,30 @@ def test_ids_made_later_sort_after_earlier_ones(monkeypatch):
         1_700_000_060_000,
         2_000_000_000_000,
     ]
+
+
+def test_one_source_never_repeats_its_random_bits_across_threads_or_a_fork():
+    """The random bytes are read ahead for many ids: threads drawing at once each get their
+    own, and a forked child reads new ones instead of the parent's next."""
+    source = UuidSource()
+    source.new_id()  # bytes for the next ids are read now
+    drawn: list[str] = []
+    threads = [
+        threading.Thread(target=lambda: drawn.extend(source.new_id() for _ in range(2_000)))
+        for _ in range(4)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({text[-12:] for text in drawn}) == len(drawn) == 8_000
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next id, to the parent
+        os.write(writer, source.new_id().encode())
+        os._exit(0)
+    os.close(writer)
+    os.waitpid(pid, 0)
+    child = os.read(reader, 64).decode()
+    os.close(reader)
+    assert child[-12:] != source.new_id()[-12:]
