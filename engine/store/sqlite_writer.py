@@ -38,9 +38,12 @@ class Writer:
 
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        self._held = Held(engine, write=True)
-        # The callers' own write connections (``run_here``): they never wait for a lock.
-        self._here = Held(engine, write=True, busy_timeout_ms=0)
+        # One connection writes, the writer thread's groups and the callers' units (``run_here``)
+        # in turn (``_idle``): SQLite drops a connection's whole page cache when it finds that
+        # another connection wrote since its last transaction, and with a connection each the
+        # two sides dropped each other's at every turn (measured: 23 page reads from the file
+        # per parked run, bench/peers.py).
+        self._conn: Connection | None = None
         self._idle = threading.Lock()  # held while a group or a unit here is being committed
         self._closed = False
         self._closing = threading.Lock()
@@ -69,13 +72,29 @@ class Writer:
         if self._closed or self._queue.qsize() or not self._idle.acquire(blocking=False):
             return QUEUED
         try:
-            return in_transaction(self._here.connection(), work)
+            conn = self._connection()
+            driver = conn.connection.driver_connection
+            assert driver is not None
+            driver.execute("PRAGMA busy_timeout=0")  # here, never wait for the lock
+            try:
+                return in_transaction(conn, work)
+            finally:
+                if not conn.invalidated:
+                    driver.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         except (OperationalError, sqlite3.OperationalError) as exc:  # BEGIN raises the latter
             if is_busy(exc):
                 return QUEUED  # rolled back whole; units are safe to run again
             raise
         finally:
             self._idle.release()
+
+    def _connection(self) -> Connection:
+        """The write connection (``_idle`` held); one that broke is replaced."""
+        conn = self._conn
+        if conn is None or conn.closed or conn.invalidated:
+            conn = self._conn = self._engine.connect()
+            conn.execution_options(**{WRITE_OPTION: True})
+        return conn
 
     def close(self) -> None:
         with self._closing:  # nothing is queued behind the None
@@ -88,8 +107,9 @@ class Writer:
             first = self._queue.get()
             if first is None:
                 with self._idle:
-                    self._held.close_all()
-                    self._here.close_all()
+                    if self._conn is not None:
+                        with contextlib.suppress(Exception):
+                            self._conn.close()
                 self._refuse_queued()
                 return
             group = [first]
@@ -158,7 +178,7 @@ class Writer:
                 except Exception as exc:  # this unit alone is rolled back
                     outcomes.append((False, exc))
 
-        in_transaction(self._held.connection(), units)
+        in_transaction(self._connection(), units)
         return outcomes
 
 
@@ -197,15 +217,11 @@ class _Job:
 
 
 class Held:
-    """A SQLite connection per thread, kept open between transactions; one that broke (was
-    invalidated) is replaced at the next use."""
+    """A SQLite read connection per thread, kept open between transactions; one that broke
+    (was invalidated) is replaced at the next use."""
 
-    def __init__(
-        self, engine: Engine, *, write: bool = False, busy_timeout_ms: int | None = None
-    ) -> None:
+    def __init__(self, engine: Engine) -> None:
         self._engine = engine
-        self._write = write
-        self._busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
         self._all: list[Connection] = []  # every thread's, for ``close_all``
         self._lock = threading.Lock()
@@ -214,12 +230,6 @@ class Held:
         conn: Connection | None = getattr(self._local, "conn", None)
         if conn is None or conn.closed or conn.invalidated:
             conn = self._local.conn = self._engine.connect()
-            if self._write:
-                conn.execution_options(**{WRITE_OPTION: True})
-            if self._busy_timeout_ms is not None:
-                driver = conn.connection.driver_connection
-                assert driver is not None
-                driver.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
             with self._lock:
                 self._all.append(conn)
         return conn

@@ -20,6 +20,7 @@ from engine.store import Database, NewRun, SqlStore, expiry
 from engine.store import tables as t
 from engine.store.fast import Fast
 from engine.store.migrate import upgrade_to_head
+from engine.store.sqlite_writer import SQLITE_BUSY_TIMEOUT_MS
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, 0, tzinfo=UTC)  # no microseconds: the format keeps them
 
@@ -72,6 +73,26 @@ async def test_a_lone_write_commits_on_the_callers_thread(store: SqlStore) -> No
     # Queued behind others, units go to the writer and are committed together.
     names = await asyncio.gather(*(store.db.transact(where) for _ in range(20)))
     assert "signoff-sqlite-writer" in names
+
+
+async def test_the_callers_and_the_writer_thread_write_on_one_connection(store: SqlStore) -> None:
+    """One connection: SQLite drops a connection's page cache whenever another connection
+    wrote since its last transaction. A unit here does not wait for SQLite's lock; the
+    writer thread's do."""
+
+    def probe(conn) -> tuple[str, int, int]:
+        driver = conn.connection.driver_connection
+        (timeout,) = driver.execute("PRAGMA busy_timeout").fetchone()
+        return threading.current_thread().name, id(driver), timeout
+
+    here = await store.db.transact(probe)
+    queued = await asyncio.gather(*(store.db.transact(probe) for _ in range(20)))
+    by_writer = [found for found in queued if found[0] == "signoff-sqlite-writer"]
+    assert here[0] == threading.current_thread().name and here[2] == 0
+    assert by_writer
+    assert {(driver, timeout) for _, driver, timeout in by_writer} == {
+        (here[1], SQLITE_BUSY_TIMEOUT_MS)
+    }
 
 
 async def test_another_process_holding_the_lock_never_blocks_the_loop(
