@@ -90,9 +90,9 @@ class Workers:
         queues its run behind them). Under a burst of decisions a slot frees every few
         milliseconds, and a decision that takes one skips the queue: without it, its run is
         queued and claimed in another transaction, which appends the resumed step's start
-        again (bench/peers.py: 32 decisions at a time on 32 slots, the burst resumed 40 %
-        slower). Whoever waits is told when a slot frees, in turn; ``None`` once the time
-        is up."""
+        again (bench/peers.py, 32 decisions at a time on 32 slots: the burst resumed 2,000
+        runs/s without the wait, 3,064 with it). Whoever waits is told when a slot frees, in
+        turn; ``None`` once the time is up or the workers stop."""
         offer = self.offer()
         if offer is not None or not self._may_wait():
             return offer
@@ -150,6 +150,8 @@ class Workers:
         """Stop claiming; let in-flight runs reach a commit point, then give the rest back."""
         self._stopping = True
         self._wakeup.set()
+        while self._slot_waiters:  # no slot for them now: their runs go to the queue at once
+            self._slot_freed()
         if self._loop_task is not None:
             await cancel_and_wait(self._loop_task)
         if self._active:

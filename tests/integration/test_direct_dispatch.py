@@ -300,3 +300,21 @@ async def test_a_decision_told_of_a_slot_but_gone_passes_it_on(migrated_db_url: 
     finally:
         await engine.stop()
     assert first.cancelled() and offer is not None
+
+
+async def test_workers_stopping_send_waiting_decisions_to_the_queue_at_once(
+    migrated_db_url: str,
+) -> None:
+    engine = make_engine(migrated_db_url, FLOW, server=ONE_SLOT)
+    await engine.start()
+    try:
+        await parked(engine)
+        engine.workers.offer()  # the one slot, never given back
+        waiting = asyncio.create_task(engine.workers.offer_soon(seconds=60))
+        await asyncio.sleep(0)
+        stopping = asyncio.create_task(engine.workers.stop())
+        offer = await asyncio.wait_for(waiting, 5)
+        await stopping
+    finally:
+        await engine.stop()
+    assert offer is None
