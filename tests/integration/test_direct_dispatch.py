@@ -6,6 +6,9 @@ status and lease (no second worker ever advances it)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -216,44 +219,57 @@ async def test_the_worker_is_handed_the_run_and_journal_as_committed(
     ]
 
 
+@dataclass
+class Busy:
+    """An engine with one worker slot, a run parked at its approval, and the slot taken."""
+
+    engine: Engine
+    held: Adopt  # the offer that took the slot
+    claims: list[int]  # the engine's non-empty claims (``count_claims``)
+    run_id: str
+    request_id: str
+
+
+@contextlib.asynccontextmanager
+async def slot_busy(db_url: str) -> AsyncIterator[Busy]:
+    engine = make_engine(db_url, FLOW, server=ONE_SLOT)
+    claims = count_claims(engine)
+    await engine.start()
+    try:
+        # Parked: by now the workers have claimed once and found nothing queued.
+        run_id, request_id = await parked(engine)
+        held = engine.workers.offer()
+        assert held is not None and engine.workers.offer() is None
+        yield Busy(engine, held, claims, run_id, request_id)
+    finally:
+        await engine.stop()
+
+
 async def test_with_every_slot_busy_a_decision_takes_the_first_slot_freed(
     migrated_db_url: str,
 ) -> None:
     """It waits for the slot rather than queue its run: the run resumes here, unclaimed."""
-    engine = make_engine(migrated_db_url, FLOW, server=ONE_SLOT)
-    claims = count_claims(engine)
-    await engine.start()
-    try:
-        run_id, request_id = await parked(engine)
-        held = engine.workers.offer()  # the one slot, busy
-        assert held is not None and engine.workers.offer() is None
+    async with slot_busy(migrated_db_url) as busy:
         decision = asyncio.create_task(
-            engine.approvals.grant(request_id, person("bob"), release=True)
+            busy.engine.approvals.grant(busy.request_id, person("bob"), release=True)
         )
         await asyncio.sleep(0)  # its first step: no slot, so it waits for one
         assert not decision.done()
-        engine.workers.settle(held)  # the slot frees without a run
+        busy.engine.workers.settle(busy.held)  # the slot frees without a run
         after = await decision
-        await wait_status(engine, run_id, RunStatus.COMPLETED)
-    finally:
-        await engine.stop()
+        await wait_status(busy.engine, busy.run_id, RunStatus.COMPLETED)
     assert after.status == TakeoverStatus.RELEASED
-    assert claims == []
+    assert busy.claims == []
 
 
 async def test_a_decision_waits_for_a_slot_no_longer_than_it_is_given(
     migrated_db_url: str,
 ) -> None:
-    engine = make_engine(migrated_db_url, FLOW, server=ONE_SLOT)
-    await engine.start()
-    try:
-        await parked(engine)
-        held = engine.workers.offer()
-        assert await engine.workers.offer_soon(seconds=0.01) is None
-        engine.workers.settle(held)
-        assert await engine.workers.offer_soon(seconds=0.01) is not None  # free: at once
-    finally:
-        await engine.stop()
+    async with slot_busy(migrated_db_url) as busy:
+        workers = busy.engine.workers
+        assert await workers.offer_soon(seconds=0.01) is None
+        workers.settle(busy.held)
+        assert await workers.offer_soon(seconds=0.01) is not None  # free: at once
 
 
 async def test_a_decision_does_not_wait_ahead_of_runs_that_may_be_queued(
@@ -261,60 +277,42 @@ async def test_a_decision_does_not_wait_ahead_of_runs_that_may_be_queued(
 ) -> None:
     """Once the workers found no slot to claim queued runs with, a decision queues its run
     behind theirs at once; the freed slot claims it."""
-    engine = make_engine(migrated_db_url, FLOW, server=ONE_SLOT)
-    claims = count_claims(engine)
-    await engine.start()
-    try:
-        run_id, request_id = await parked(engine)
-        held = engine.workers.offer()
-        engine.wake()  # what another replica's queued run does
+    async with slot_busy(migrated_db_url) as busy:
+        busy.engine.wake()  # what another replica's queued run does
         for _ in range(20):  # the claim loop's turn: it finds no free slot
             await asyncio.sleep(0)
         decision = asyncio.create_task(
-            engine.approvals.grant(request_id, person("bob"), release=True)
+            busy.engine.approvals.grant(busy.request_id, person("bob"), release=True)
         )
         await asyncio.sleep(0)  # its first step: no slot, and it does not wait for one
-        engine.workers.settle(held)  # a slot a waiting decision would have taken
+        busy.engine.workers.settle(busy.held)  # a slot a waiting decision would have taken
         await decision
-        await wait_status(engine, run_id, RunStatus.COMPLETED)
-    finally:
-        await engine.stop()
-    assert claims == [1]  # queued, then claimed
+        await wait_status(busy.engine, busy.run_id, RunStatus.COMPLETED)
+    assert busy.claims == [1]  # queued, then claimed
 
 
 async def test_a_decision_told_of_a_slot_but_gone_passes_it_on(migrated_db_url: str) -> None:
     """The caller of the first decision in line went away (a cancelled request) after it was
     told: the next in line takes the slot, with no other slot freed."""
-    engine = make_engine(migrated_db_url, FLOW, server=ONE_SLOT)
-    await engine.start()
-    try:
-        await parked(engine)  # by now the workers have claimed once: nothing is queued
-        held = engine.workers.offer()
-        first = asyncio.create_task(engine.workers.offer_soon(seconds=5))
-        second = asyncio.create_task(engine.workers.offer_soon(seconds=5))
+    async with slot_busy(migrated_db_url) as busy:
+        workers = busy.engine.workers
+        first = asyncio.create_task(workers.offer_soon(seconds=5))
+        second = asyncio.create_task(workers.offer_soon(seconds=5))
         await asyncio.sleep(0)  # both wait, in that order
-        engine.workers.settle(held)  # tells the first
+        workers.settle(busy.held)  # tells the first
         first.cancel()
         offer = await asyncio.wait_for(second, 1)
-        engine.workers.settle(offer)
-    finally:
-        await engine.stop()
+        workers.settle(offer)
     assert first.cancelled() and offer is not None
 
 
 async def test_workers_stopping_send_waiting_decisions_to_the_queue_at_once(
     migrated_db_url: str,
 ) -> None:
-    engine = make_engine(migrated_db_url, FLOW, server=ONE_SLOT)
-    await engine.start()
-    try:
-        await parked(engine)
-        engine.workers.offer()  # the one slot, never given back
-        waiting = asyncio.create_task(engine.workers.offer_soon(seconds=60))
+    async with slot_busy(migrated_db_url) as busy:  # the slot is never given back
+        waiting = asyncio.create_task(busy.engine.workers.offer_soon(seconds=60))
         await asyncio.sleep(0)
-        stopping = asyncio.create_task(engine.workers.stop())
+        stopping = asyncio.create_task(busy.engine.workers.stop())
         offer = await asyncio.wait_for(waiting, 5)
         await stopping
-    finally:
-        await engine.stop()
     assert offer is None
