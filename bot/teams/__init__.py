@@ -37,7 +37,7 @@ METADATA_REFRESH_SECONDS = 6 * 3600
 
 def install(app: web.Application, engine: Engine) -> None:
     """Mount the Teams endpoint on ``app`` and deliver ``teams:`` outbox messages."""
-    adapter = TeamsAdapter(engine.config.teams, pace=Pacing().acquire)
+    adapter = TeamsAdapter(engine.config.teams, pace=Pacing().call)
     handlers = TeamsHandlers(engine)
     engine.add_sink("teams", TeamsSink(engine, adapter))
 

@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
@@ -103,7 +104,9 @@ class TurnReply:
 
 
 TurnHandler = Callable[[Incoming], Awaitable[TurnReply]]
-Pace = Callable[[str], Awaitable[None]]
+Pace = Callable[[str], AbstractAsyncContextManager[None]]
+"""``pace(conversation_id)`` is entered around every call to the Bot Connector
+(``bot.teams.pacing.Pacing.call``)."""
 
 
 class NotAuthenticated(Exception):
@@ -158,7 +161,7 @@ class TeamsAdapter:
     """One ``CloudAdapter`` for the process: incoming turns, proactive sends and updates."""
 
     def __init__(self, config: TeamsConfig, *, pace: Pace | None = None) -> None:
-        """``pace(conversation_id)`` is awaited before every call to the Bot Connector (turn
+        """``pace(conversation_id)`` is entered around every call to the Bot Connector (turn
         replies, proactive sends, updates), so one rate limiter sees them all."""
         self.app_id = config.app_id
         self._pace = pace
@@ -226,9 +229,8 @@ class TeamsAdapter:
         logged and dropped: the activity itself was handled, and answering it with a 500 would
         only make Teams deliver it, and run its command, again."""
         try:
-            if self._pace is not None:
-                await self._pace(conversation_id)
-            await context.send_activity(_activity(message))
+            async with self._paced(conversation_id):
+                await context.send_activity(_activity(message))
         except (
             Throttled,
             HttpOperationError,
@@ -293,16 +295,19 @@ class TeamsAdapter:
     ) -> None:
         ref = ConversationReference().deserialize(reference)
         ref.activity_id = None  # a new top-level post, not a reply to the last incoming message
-        if self._pace is not None:
-            await self._pace(base_conversation_id(ref.conversation.id))
+        paced = self._paced(base_conversation_id(ref.conversation.id))
         if thread:
             ref.conversation.id = thread_conversation_id(ref.conversation.id, thread)
         try:
-            await self._adapter.continue_conversation(ref, callback, self.app_id)
+            async with paced:
+                await self._adapter.continue_conversation(ref, callback, self.app_id)
         except HttpOperationError as exc:
             raise _failure(exc) from exc
         except (TimeoutError, ClientRequestError, OSError) as exc:
             raise ConnectorFailure(f"{type(exc).__name__}: {exc}") from exc
+
+    def _paced(self, conversation_id: str) -> AbstractAsyncContextManager[None]:
+        return contextlib.nullcontext() if self._pace is None else self._pace(conversation_id)
 
     # -- token validation keys -----------------------------------------------------------------
 

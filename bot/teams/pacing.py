@@ -10,13 +10,19 @@ these sliding windows add the longer ones and the app-wide one, which a single i
 express without being needlessly slow for short bursts. The windows are per process: several
 replicas each pace themselves, and the connector's 429 + ``Retry-After`` (honoured by the
 dispatcher) covers the rest.
+
+A call holds its place in the windows from the moment it is let through until its response
+arrives, and from then on counts at the response's time: the service counted it when it
+arrived, somewhere in between, so windows kept by response times are never early however long
+the call took to leave (the first call of a proactive send waits for a token, say).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 
 CONVERSATION_LIMITS: tuple[tuple[int, float], ...] = (
     (7, 1.0),
@@ -25,8 +31,7 @@ CONVERSATION_LIMITS: tuple[tuple[int, float], ...] = (
     (1800, 3600.0),
 )
 APP_LIMIT: tuple[int, float] = (30, 1.0)
-# Slack added to every window: our clock starts when a call is sent, the service's when it
-# arrives, and two calls may travel at different speeds.
+# Slack added to every window, for the service's clock and ours.
 MARGIN = 0.1
 # Waiting longer than this inside a delivery would hold the outbox claim for nothing: the
 # message is handed back to the dispatcher with a retry time instead.
@@ -41,6 +46,15 @@ class Throttled(Exception):
         self.retry_after = retry_after
 
 
+class _Call:
+    """One call's place in the windows: when it was let through, then when it was answered."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: float) -> None:
+        self.at = at
+
+
 class Pacing:
     def __init__(
         self,
@@ -53,8 +67,8 @@ class Pacing:
         self.app_limit = app_limit
         self._now = now
         self._longest = max(seconds for _, seconds in conversation_limits)
-        self._calls: dict[str, deque[float]] = {}
-        self._app: deque[float] = deque()
+        self._calls: dict[str, deque[_Call]] = {}
+        self._app: deque[_Call] = deque()
 
     def now(self) -> float:
         return self._now() if self._now is not None else asyncio.get_running_loop().time()
@@ -63,35 +77,59 @@ class Pacing:
         """Seconds until one more call to ``conversation`` fits every window (0: now)."""
         now = self.now()
         calls = self._calls.get(conversation, deque())
-        while calls and now - calls[0] >= self._longest + MARGIN:
+        while calls and now - calls[0].at >= self._longest + MARGIN:
             calls.popleft()
-        while self._app and now - self._app[0] >= self.app_limit[1] + MARGIN:
+        while self._app and now - self._app[0].at >= self.app_limit[1] + MARGIN:
             self._app.popleft()
+        # Answered calls count at their answer's time, so the times are not always in order.
+        times = sorted(c.at for c in calls)
         wait = 0.0
         for count, seconds in self.conversation_limits:
             span = seconds + MARGIN
-            inside = [t for t in calls if now - t < span]
+            inside = [t for t in times if now - t < span]
             if len(inside) >= count:
                 wait = max(wait, inside[-count] + span - now)
         count, seconds = self.app_limit
-        if len(self._app) >= count:
-            wait = max(wait, self._app[-count] + seconds + MARGIN - now)
+        app = sorted(c.at for c in self._app if now - c.at < seconds + MARGIN)
+        if len(app) >= count:
+            wait = max(wait, app[-count] + seconds + MARGIN - now)
         return wait
 
     def try_acquire(self, conversation: str) -> float:
-        """Take a slot now and return 0, or return how long to wait for one (nothing taken).
+        """Take a place now and return 0, or return how long to wait for one (nothing taken).
         Checking and taking happen with no await between them, so concurrent deliveries never
-        share a slot."""
+        share a place."""
+        return 0.0 if isinstance(taken := self._take(conversation), _Call) else taken
+
+    def _take(self, conversation: str) -> _Call | float:
         wait = self.wait_time(conversation)
-        if wait <= 0:
-            now = self.now()
-            self._calls.setdefault(conversation, deque()).append(now)
-            self._app.append(now)
-        return max(wait, 0.0)
+        if wait > 0:
+            return wait
+        call = _Call(self.now())
+        self._calls.setdefault(conversation, deque()).append(call)
+        self._app.append(call)
+        return call
 
     async def acquire(self, conversation: str, max_wait: float = MAX_INLINE_WAIT) -> None:
-        """Wait for a slot and take it; ``Throttled`` when the wait would exceed ``max_wait``."""
-        while wait := self.try_acquire(conversation):
-            if wait > max_wait:
-                raise Throttled(wait)
-            await asyncio.sleep(wait)
+        """Wait for a place and take it, counted from now; ``Throttled`` when the wait would
+        exceed ``max_wait``."""
+        await self._wait_and_take(conversation, max_wait)
+
+    @contextlib.asynccontextmanager
+    async def call(
+        self, conversation: str, max_wait: float = MAX_INLINE_WAIT
+    ) -> AsyncIterator[None]:
+        """Around one call to the service: wait for a place (``Throttled`` when the wait would
+        exceed ``max_wait``), and when the call is over, however it ended, count it from then."""
+        taken = await self._wait_and_take(conversation, max_wait)
+        try:
+            yield
+        finally:
+            taken.at = max(taken.at, self.now())
+
+    async def _wait_and_take(self, conversation: str, max_wait: float) -> _Call:
+        while not isinstance(taken := self._take(conversation), _Call):
+            if taken > max_wait:
+                raise Throttled(taken)
+            await asyncio.sleep(taken)
+        return taken

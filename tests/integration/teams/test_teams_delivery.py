@@ -258,6 +258,23 @@ def test_pacing_holds_every_window():
     assert len(sent) >= 60  # and no slower than the limits make it
 
 
+async def test_a_call_counts_from_its_answer_however_long_it_took_to_leave():
+    """The service counts a call when it arrives, which can be well after it was let through
+    (the first proactive send waits for a token): windows kept by answer times are never early."""
+    now = [0.0]
+    pacing = Pacing(((2, 1.0),), now=lambda: now[0])  # 2 calls per second
+    with pytest.raises(OSError):
+        async with pacing.call("c"):
+            now[0] = 0.5  # let through at 0; it left and was answered (a failure) at 0.5
+            raise OSError("connection reset")
+    now[0] = 0.6
+    async with pacing.call("c"):
+        pass
+    # The third call waits until 1 s after 0.5, the first call's answer (counted from 0, when
+    # it was let through, it would go half a second early, and the service would answer 429).
+    assert pacing.wait_time("c") == pytest.approx(0.5 + 1.0 + MARGIN - 0.6)
+
+
 async def test_pacing_refuses_long_waits_and_shares_the_app_limit():
     now = [0.0]
     pacing = Pacing(now=lambda: now[0])

@@ -8,8 +8,10 @@ sent still answers 200: its command has run, and a 500 would only make Teams del
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -92,8 +94,10 @@ async def test_a_reply_the_connector_cannot_even_parse_is_dropped_not_a_500(team
 
 
 async def test_a_reply_the_pace_cannot_fit_is_dropped_not_a_500(teams: Teams):
-    async def no_room(conversation_id: str) -> None:
+    @contextlib.asynccontextmanager
+    async def no_room(conversation_id: str) -> AsyncIterator[None]:
         raise Throttled(600.0)
+        yield
 
     async def answer(incoming: Incoming) -> TurnReply:
         return TurnReply(messages=(Outgoing(text="hello"),))
