@@ -35,12 +35,13 @@ The systems:
   on SQLite a poller re-checks every waiter once per second (DBOS's default interval).
 
 Figures (printed, never asserted):
-- park rate: N runs started one after another from one driver (``--starters K``: from K
-  threads at once, each system's own way of taking concurrent callers: Signoff's loop takes
-  their calls concurrently, LangGraph's saver serializes them on its lock, DBOS starts each
-  workflow on a thread of its own), divided by the time until all are parked (Signoff: run
-  status ``waiting``; LangGraph: ``invoke`` returned; DBOS: the
-  workflow is registered as a ``recv`` waiter);
+- park rate: N runs started the way the burst releases them (asyncio systems: 32 starts in
+  flight; sync APIs: blocking calls back to back from one driver), divided by the time until
+  all are parked (Signoff: run status ``waiting``; LangGraph: ``invoke`` returned; DBOS: the
+  workflow is registered as a ``recv`` waiter). ``--starters K`` starts K at once in every
+  system instead, each its own way of taking concurrent callers: Signoff's loop takes their
+  calls concurrently, LangGraph's saver serializes threads on its lock, DBOS starts each
+  workflow on a thread of its own; ``--starters 1``: every system one after another;
 - release-to-act p50/p99, one at a time (``--sample`` runs): from the release call to the act
   step's call; the next release only after that;
 - resume rate: the other runs released as a burst (asyncio systems: 32 release calls in
@@ -147,6 +148,7 @@ class Arm:
     ``acted`` maps a key to when its act step was called (``perf_counter``)."""
 
     name = ""
+    in_flight = 1  # runs started (and released, in the burst) at once: a sync API's one caller
 
     def __init__(self, directory: Path) -> None:
         self.dir = directory
@@ -195,8 +197,10 @@ class Arm:
 
 class LoopArm(Arm):
     """A system on an asyncio loop in this process. The loop runs all the time on a thread of
-    its own, as in an asyncio service; the driver's calls go to it and wait for their result. A
-    burst has ``BURST_IN_FLIGHT`` releases in flight."""
+    its own, as in an asyncio service; the driver's calls go to it and wait for their result.
+    Parking has ``BURST_IN_FLIGHT`` starts in flight, a burst as many releases."""
+
+    in_flight = BURST_IN_FLIGHT
 
     def __init__(self, directory: Path) -> None:
         super().__init__(directory)
@@ -619,6 +623,7 @@ ARMS: dict[str, type[Arm]] = {
 class Result:
     system: str
     runs: int
+    starters: int  # runs started at once while parking
     park_rate: float
     resume_rate: float
     p50_ms: float
@@ -686,8 +691,9 @@ def burst(arm: Arm, keys: list[str], already: int) -> tuple[float, list[float]]:
     return last - started, [(acted[k] - released[k]) * 1000 for k in keys]
 
 
-def measure(system: str, directory: Path, runs: int, sample: int, starters: int) -> Result:
+def measure(system: str, directory: Path, runs: int, sample: int, starters: int | None) -> Result:
     arm = ARMS[system](directory)
+    starters = starters or arm.in_flight
     began = time.perf_counter()
     arm.setup()
     try:
@@ -709,6 +715,7 @@ def measure(system: str, directory: Path, runs: int, sample: int, starters: int)
     return Result(
         system=system,
         runs=runs,
+        starters=starters,
         park_rate=runs / park_seconds,
         resume_rate=(runs - sample) / resume_seconds,
         p50_ms=statistics.median(latencies),
@@ -722,7 +729,7 @@ def measure(system: str, directory: Path, runs: int, sample: int, starters: int)
     )
 
 
-def child(system: str, directory: Path, runs: int, sample: int, starters: int) -> None:
+def child(system: str, directory: Path, runs: int, sample: int, starters: int | None) -> None:
     """Measure one system; print its result as one JSON line. Exits without joining threads:
     after a failure, a peer's parked runs would keep the process alive."""
     try:
@@ -771,7 +778,9 @@ def choose(asked: str | None) -> list[str]:
     return chosen
 
 
-def run_child(system: str, directory: Path, runs: int, sample: int, starters: int) -> Result | None:
+def run_child(
+    system: str, directory: Path, runs: int, sample: int, starters: int | None
+) -> Result | None:
     log_path = directory / f"{system}.log"
     print(f"== {system}: {runs} runs (log: {log_path})", flush=True)
     with log_path.open("w") as err:
@@ -787,8 +796,7 @@ def run_child(system: str, directory: Path, runs: int, sample: int, starters: in
                 str(sample),
                 "--dir",
                 str(directory),
-                "--starters",
-                str(starters),
+                *(["--starters", str(starters)] if starters else []),
             ],
             stdout=subprocess.PIPE,
             stderr=err,
@@ -814,6 +822,7 @@ def number(value: float | None, digits: int = 0) -> str:
 
 
 ROWS: list[tuple[str, Callable[[Result], str]]] = [
+    ("runs started at once while parking", lambda r: number(r.starters)),
     ("park rate (runs/s)", lambda r: number(r.park_rate)),
     ("resume rate, burst (runs/s)", lambda r: number(r.resume_rate)),
     ("release-to-act p50, one at a time (ms)", lambda r: number(r.p50_ms, 2)),
@@ -827,14 +836,10 @@ ROWS: list[tuple[str, Callable[[Result], str]]] = [
 ]
 
 
-def print_table(results: list[Result], sample: int, starters: int) -> None:
+def print_table(results: list[Result], sample: int) -> None:
     width = max(len(label) for label, _ in ROWS) + 2
     runs = results[0].runs
-    how = "one after another" if starters == 1 else f"from {starters} threads at once"
-    print(
-        f"\n{runs} runs per system, started {how}; one-at-a-time sample {sample}, "
-        f"burst {runs - sample}"
-    )
+    print(f"\n{runs} runs per system; one-at-a-time sample {sample}, burst {runs - sample}")
     print("figure".ljust(width) + "".join(f"{r.system:>16}" for r in results))
     for label, cell in ROWS:
         print(label.ljust(width) + "".join(f"{cell(r):>16}" for r in results))
@@ -859,9 +864,9 @@ def median_result(results: list[Result]) -> Result:
     figures = {
         name: mid([getattr(r, name) for r in results])
         for name in asdict(first)
-        if name not in ("system", "runs")
+        if name not in ("system", "runs", "starters")
     }
-    return Result(system=first.system, runs=first.runs, **figures)
+    return Result(system=first.system, runs=first.runs, starters=first.starters, **figures)
 
 
 def print_rounds(rounds: list[list[Result]]) -> None:
@@ -909,8 +914,9 @@ def main() -> None:
     parser.add_argument(
         "--starters",
         type=int,
-        default=1,
-        help="threads starting runs at once while parking (default 1: one after another)",
+        help="runs every system starts at once while parking (1: one after another; default:"
+        f" {BURST_IN_FLIGHT} in flight in an asyncio system, one caller of a sync API, as in"
+        " the burst)",
     )
     parser.add_argument(
         "--rounds",
@@ -947,7 +953,7 @@ def main() -> None:
     if results:
         if len(rounds) > 1:
             print(f"\nevery figure the median of {len(rounds)} rounds", end="")
-        print_table(results, sample, args.starters)
+        print_table(results, sample)
         if len(rounds) > 1:
             print_rounds(rounds)
     if len(results) < len(systems):
