@@ -71,6 +71,7 @@ class Workers:
 
     def wake(self) -> None:
         """Something became ready: claim now rather than at the next poll."""
+        self._more_queued = True
         self._wakeup.set()
 
     def offer(self) -> Adopt | None:
@@ -185,7 +186,9 @@ class Workers:
                 claimed = len(ids)
                 for run_id in ids:
                     self._spawn(run_id, written.get(run_id))
-            self._more_queued = claimed >= free
+                # A full batch may have left ready runs behind; fewer than asked for, none was
+                # (with no slot free, nothing is learnt: ``wake`` says when runs become ready).
+                self._more_queued = claimed >= free
             if claimed and claimed == free:
                 await asyncio.sleep(0)  # more may be waiting: claim again once a slot frees
                 if len(self._active) >= self.concurrency:

@@ -28,6 +28,7 @@ flow:
 # Polling set to a minute: only a claim made at once (or a wake-up) could move a queued run.
 SLOW_POLL = "{workers: 4, leaseSeconds: 30, pollSeconds: 60}"
 ONE_SLOT = "{workers: 1, leaseSeconds: 30, pollSeconds: 60}"
+ONE_SLOT_FAST_POLL = "{workers: 1, leaseSeconds: 30, pollSeconds: 0.05}"
 
 
 def count_claims(engine: Engine) -> list[int]:
@@ -231,8 +232,8 @@ class Busy:
 
 
 @contextlib.asynccontextmanager
-async def slot_busy(db_url: str) -> AsyncIterator[Busy]:
-    engine = make_engine(db_url, FLOW, server=ONE_SLOT)
+async def slot_busy(db_url: str, server: str = ONE_SLOT) -> AsyncIterator[Busy]:
+    engine = make_engine(db_url, FLOW, server=server)
     claims = count_claims(engine)
     await engine.start()
     try:
@@ -275,8 +276,8 @@ async def test_a_decision_waits_for_a_slot_no_longer_than_it_is_given(
 async def test_a_decision_does_not_wait_ahead_of_runs_that_may_be_queued(
     migrated_db_url: str,
 ) -> None:
-    """Once the workers found no slot to claim queued runs with, a decision queues its run
-    behind theirs at once; the freed slot claims it."""
+    """Once runs were announced ready (and may be queued), a decision queues its run behind
+    theirs at once; the freed slot claims it."""
     async with slot_busy(migrated_db_url) as busy:
         busy.engine.wake()  # what another replica's queued run does
         for _ in range(20):  # the claim loop's turn: it finds no free slot
@@ -289,6 +290,25 @@ async def test_a_decision_does_not_wait_ahead_of_runs_that_may_be_queued(
         await decision
         await wait_status(busy.engine, busy.run_id, RunStatus.COMPLETED)
     assert busy.claims == [1]  # queued, then claimed
+
+
+async def test_polls_that_find_no_free_slot_do_not_stop_decisions_waiting(
+    migrated_db_url: str,
+) -> None:
+    """A poll with every slot busy learns nothing of queued runs: decisions still wait for the
+    first slot freed (under a burst, queueing them all from then on cost a claim each and
+    made the burst's p99 five times longer)."""
+    async with slot_busy(migrated_db_url, ONE_SLOT_FAST_POLL) as busy:
+        await asyncio.sleep(0.2)  # the claim loop polls a few times, every slot busy
+        decision = asyncio.create_task(
+            busy.engine.approvals.grant(busy.request_id, person("bob"), release=True)
+        )
+        await asyncio.sleep(0)
+        assert not decision.done()  # waiting for a slot
+        busy.engine.workers.settle(busy.held)
+        await decision
+        await wait_status(busy.engine, busy.run_id, RunStatus.COMPLETED)
+    assert busy.claims == []  # resumed here, never queued
 
 
 async def test_a_decision_told_of_a_slot_but_gone_passes_it_on(migrated_db_url: str) -> None:
