@@ -69,9 +69,8 @@ _ANSWER = (
 
 class ActService(asyncio.Protocol):
     """``POST /act`` over keep-alive HTTP/1.1, answered ``{"ok": true}``: the remote service
-    the replicas call, kept as light as a remote service costs nothing here. It shares the two
-    cores with the replicas and PostgreSQL; aiohttp's server cost about 0.3 ms of CPU per call,
-    a tenth of what the bench measures per decision."""
+    the replicas call, as light as it can be, as it shares the two cores with them (see the
+    module's note on the driver's CPU)."""
 
     def __init__(self, arrivals: Arrivals) -> None:
         self.arrivals = arrivals

@@ -110,26 +110,17 @@ class Pacing:
         self._app.append(call)
         return call
 
-    async def acquire(self, conversation: str, max_wait: float = MAX_INLINE_WAIT) -> None:
-        """Wait for a place and take it, counted from now; ``Throttled`` when the wait would
-        exceed ``max_wait``."""
-        await self._wait_and_take(conversation, max_wait)
-
     @contextlib.asynccontextmanager
     async def call(
         self, conversation: str, max_wait: float = MAX_INLINE_WAIT
     ) -> AsyncIterator[None]:
         """Around one call to the service: wait for a place (``Throttled`` when the wait would
         exceed ``max_wait``), and when the call is over, however it ended, count it from then."""
-        taken = await self._wait_and_take(conversation, max_wait)
-        try:
-            yield
-        finally:
-            taken.at = max(taken.at, self.now())
-
-    async def _wait_and_take(self, conversation: str, max_wait: float) -> _Call:
         while not isinstance(taken := self._take(conversation), _Call):
             if taken > max_wait:
                 raise Throttled(taken)
             await asyncio.sleep(taken)
-        return taken
+        try:
+            yield
+        finally:
+            taken.at = max(taken.at, self.now())

@@ -279,11 +279,14 @@ async def test_pacing_refuses_long_waits_and_shares_the_app_limit():
     now = [0.0]
     pacing = Pacing(now=lambda: now[0])
     for i in range(30):
-        await pacing.acquire(f"conversation-{i}")
+        async with pacing.call(f"conversation-{i}"):
+            pass
     assert 0 < pacing.wait_time("conversation-31") <= 1.0 + MARGIN  # ~30 requests/s per app
     now[0] = 2.0
     for _ in range(8):
-        await pacing.acquire("busy", max_wait=10)
+        async with pacing.call("busy", max_wait=10):
+            pass
         now[0] += 0.2
     with pytest.raises(Throttled):
-        await pacing.acquire("busy", max_wait=0.05)
+        async with pacing.call("busy", max_wait=0.05):
+            pass
