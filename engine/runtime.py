@@ -3,6 +3,8 @@ approvals, workers and sweeper. Front ends hold one ``Engine`` and call its serv
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ from engine.workers import Sweeper, Workers
 from engine.workflow_source import WorkflowSource
 
 MAX_INPUT_BYTES = 256 * 1024
+LISTEN_WAIT_SECONDS = 5.0  # the longest ``Engine.start`` waits for PostgreSQL's LISTEN
 
 
 @dataclass
@@ -166,12 +169,17 @@ class Engine:
         if self.db_clock is not None:
             await self.db_clock.sync()
             self.db_clock.start()
+        if not self.db.is_sqlite:
+            # Listening before the workers' first claim: the listener's catch-up wake-up then
+            # comes before that claim, not after it (where it would say runs may be queued
+            # when none is). A listener that cannot connect is not waited for: polling goes on.
+            self.listener = PgListener(self.db.url, self.workers.wake, self.dispatcher.wake)
+            self.listener.start()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.listener.first_attempt.wait(), LISTEN_WAIT_SECONDS)
         self.workers.start()
         self.sweeper.start()
         self.dispatcher.start()
-        if not self.db.is_sqlite:
-            self.listener = PgListener(self.db.url, self.workers.wake, self.dispatcher.wake)
-            self.listener.start()
         self._started = True
 
     async def stop(self) -> None:

@@ -37,6 +37,9 @@ class PgListener:
         self._on_runs = on_runs
         self._on_outbox = on_outbox
         self._task: asyncio.Task[None] | None = None
+        # Set once the first connection listens (and caught up) or failed: ``Engine.start``
+        # waits for it, so the catch-up wake-up comes before the workers' first claim.
+        self.first_attempt = asyncio.Event()
 
     def notified(self, payload: str = "") -> None:
         kinds = set(payload.split(",")) if payload else {RUNS_READY, OUTBOX_READY}
@@ -67,12 +70,14 @@ class PgListener:
                 )
                 delay = 0.5
                 self.notified()  # whatever was committed while we were not listening
+                self.first_attempt.set()
                 await lost.wait()
                 log.warning("LISTEN connection lost; reconnecting")
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
                 log.warning("LISTEN connection failed (%s); polling until it is back", exc)
+                self.first_attempt.set()
             finally:
                 if conn is not None and not conn.is_closed():
                     with contextlib.suppress(Exception):

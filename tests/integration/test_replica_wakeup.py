@@ -28,8 +28,7 @@ async def test_notify_wakes_the_other_replica(migrated_postgres_url: str) -> Non
     slow_poll = "{workers: 4, leaseSeconds: 30, pollSeconds: 60}"
     front = make_engine(migrated_db_url, FLOW, clock=SystemClock(), server=slow_poll, name="a")
     worker = make_engine(migrated_db_url, FLOW, clock=SystemClock(), server=slow_poll, name="b")
-    await worker.start()
-    await asyncio.sleep(0.3)  # the listener connects
+    await worker.start()  # returns once its listener listens
     try:
         started = time.perf_counter()
         run, _ = await front.start_run("flow", {}, AGENT)  # front runs no workers
@@ -95,3 +94,60 @@ async def test_a_notification_wakes_only_what_it_made_ready(migrated_postgres_ur
     finally:
         await other.stop()
         await front.stop()
+
+
+@pytest.mark.postgres
+async def test_start_listens_before_the_workers_first_claim(migrated_postgres_url: str) -> None:
+    """The listener's catch-up wake-up (for what was committed while it was not listening)
+    comes before the first claim: after that claim, nothing says runs may be queued, so a
+    decision with every slot busy waits for a slot instead of queueing its run. (A catch-up
+    after the claim made such a decision queue its run: a CI failure of
+    test_with_every_slot_busy_a_decision_takes_the_first_slot_freed.)"""
+    slow_poll = "{workers: 1, leaseSeconds: 30, pollSeconds: 60}"
+    engine = make_engine(migrated_postgres_url, FLOW, clock=SystemClock(), server=slow_poll)
+    order: list[str] = []
+    wake, claim = engine.workers.wake, engine.store.claim_runs
+
+    def woken() -> None:
+        order.append("wake")
+        wake()
+
+    async def claimed(*args: object, **kwargs: object) -> list[str]:
+        ids = await claim(*args, **kwargs)  # type: ignore[arg-type]
+        order.append("claim")
+        return ids
+
+    engine.workers.wake = woken  # type: ignore[method-assign]
+    engine.store.claim_runs = claimed  # type: ignore[method-assign]
+    await engine.start()
+    try:
+        assert engine.listener is not None and engine.listener.first_attempt.is_set()
+        deadline = time.perf_counter() + 5
+        while "claim" not in order:
+            assert time.perf_counter() < deadline, order
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # the claim loop takes in the claim's outcome
+        may_wait = engine.workers._may_wait()
+    finally:
+        await engine.stop()
+    assert order == ["wake", "claim"]
+    assert may_wait
+
+
+async def test_a_listener_that_cannot_connect_is_not_waited_for() -> None:
+    """``Engine.start`` waits for the first attempt to listen, not for a success: with
+    PostgreSQL out of reach the attempt fails at once and polling goes on."""
+    from engine.store.listen import PgListener
+
+    woken: list[str] = []
+    listener = PgListener(
+        "postgresql+asyncpg://nobody@127.0.0.1:1/none",
+        lambda: woken.append("runs"),
+        lambda: woken.append("outbox"),
+    )
+    listener.start()
+    try:
+        await asyncio.wait_for(listener.first_attempt.wait(), 5)
+    finally:
+        await listener.stop()
+    assert woken == []  # it never listened, so it caught up on nothing
