@@ -3,6 +3,7 @@ processes on one PostgreSQL database; print the figures.
 
     python bench/replicas.py [--db postgresql+asyncpg://postgres@127.0.0.1:5432/test]
                              [--runs 300] [--sample 50] [--replicas 1,2,3] [--rounds 1]
+                             [--interleave K]
 
 For each replica count, on a scratch database of its own: park ``--runs`` runs of
 ``approve -> act`` (``act`` calls an HTTP service in this process), then
@@ -21,19 +22,25 @@ For each replica count, on a scratch database of its own: park ``--runs`` runs o
 ``--rounds K`` measures the replica counts K times, taking turns (1, 2, 3, 1, 2, 3 ...), then
 prints each count's median decisions/s and its ratio to one replica's, round by round: a
 round's counts ran a minute or two apart, so its ratio is less touched by the machine's speed
-changing than a ratio across rounds. Figures are printed, never asserted. Only 127.0.0.1 is
-contacted.
+changing than a ratio across rounds. ``--interleave K`` keeps every count's cluster running at
+once, each with ``(K + 1) * --runs`` runs parked, and decides ``--runs`` of each in K turns
+(after one to warm up), one cluster after another: a turn's rows are seconds apart, and the
+ratios' median and quartiles are printed (decisions/s and CPU only). Figures are printed,
+never asserted. Only 127.0.0.1 is contacted.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -165,15 +172,61 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def measure(
-    db: str, replicas: int, runs: int, sample: int, arrivals: Arrivals
-) -> dict[str, Any]:
-    async with scratch_database(db) as url:
+@dataclass
+class Parked:
+    """A cluster of ``signoff serve`` replicas on a scratch database, with runs parked at their
+    approval: ``pending`` maps each run to its request."""
+
+    cluster: Cluster
+    http: aiohttp.ClientSession
+    pending: dict[str, str]
+    headers: dict[str, str]
+
+    @property
+    def replica_pids(self) -> list[int]:
+        return [s.proc.pid for s in self.cluster.servers if s.proc is not None]
+
+    async def grant(self, i: int, run_id: str) -> float:
+        """Grant and release ``run_id``'s request through replica ``i`` (modulo); the time of
+        the response."""
+        server = self.cluster.servers[i % len(self.cluster.servers)]
+        async with self.http.post(
+            f"{server.base}/v1/runs/{run_id}/takeover/{self.pending[run_id]}/grant",
+            json={"release": True},
+            headers=self.headers,
+        ) as resp:
+            assert resp.status == 200, await resp.text()
+        return time.perf_counter()
+
+    async def decide(self, ids: list[str]) -> tuple[float, dict[str, float]]:
+        """Decide ``ids``, 32 at a time spread over the replicas: decisions per second and CPU
+        milliseconds per decision by side."""
+        gate = asyncio.Semaphore(32)
+
+        async def gated(i: int, run_id: str) -> float:
+            async with gate:
+                return await self.grant(i, run_id)
+
+        cpu_before = cpu_by_side(self.replica_pids)
+        started = time.perf_counter()
+        await asyncio.gather(*(gated(i, r) for i, r in enumerate(ids)))
+        rate = len(ids) / (time.perf_counter() - started)
+        cpu_after = cpu_by_side(self.replica_pids)
+        cpu_ms = {
+            side: (cpu_after[side] - cpu_before[side]) * 1000 / len(ids) for side in cpu_after
+        }
+        return rate, cpu_ms
+
+
+@contextlib.asynccontextmanager
+async def parked_cluster(db: str, replicas: int, runs: int, url: str) -> AsyncIterator[Parked]:
+    """``replicas`` replicas on a new database of ``db``'s server, ``runs`` runs parked."""
+    async with scratch_database(db) as db_url:
         with tempfile.TemporaryDirectory(prefix="signoff-replicas-") as tmp:
             cluster = Cluster(
                 Path(tmp),
-                url,
-                config(arrivals.url),
+                db_url,
+                config(url),
                 replicas=replicas,
                 server="{workers: 32, leaseSeconds: 30, pollSeconds: 60}",
             )
@@ -187,14 +240,13 @@ async def measure(
                     timeout=aiohttp.ClientTimeout(total=60),
                     connector=aiohttp.TCPConnector(limit=64),
                 ) as http:
-                    total = runs + sample
-                    await start_runs(http, cluster, cluster.tokens["agent"], "bench", total)
+                    await start_runs(http, cluster, cluster.tokens["agent"], "bench", runs)
 
                     async def parked() -> dict[str, str] | None:
                         pending = await cluster.pending_requests()
-                        return pending if len(pending) == total else None
+                        return pending if len(pending) == runs else None
 
-                    pending = await cluster.wait_until("runs to park", parked, 120)
+                    pending = await cluster.wait_until("runs to park", parked, 300)
                     # A live database's tables grow gradually and autovacuum keeps their
                     # statistics (it analyzes a table after 50 changes and 10 %, within a
                     # minute). Tables filled a moment ago have none: PostgreSQL would pick the
@@ -202,46 +254,27 @@ async def measure(
                     # and scan every pending request for each decision.
                     async with cluster.db.connect() as conn:
                         await conn.exec_driver_sql("ANALYZE")
-                    ids = sorted(pending)
-                    timed, bulk = ids[:sample], ids[sample:]
                     headers = {"Authorization": f"Bearer {cluster.tokens['bob']}"}
-
-                    async def grant(i: int, run_id: str) -> float:
-                        server = cluster.servers[i % len(cluster.servers)]
-                        async with http.post(
-                            f"{server.base}/v1/runs/{run_id}/takeover/{pending[run_id]}/grant",
-                            json={"release": True},
-                            headers=headers,
-                        ) as resp:
-                            assert resp.status == 200, await resp.text()
-                        return time.perf_counter()
-
-                    gate = asyncio.Semaphore(32)
-
-                    async def gated(i: int, run_id: str) -> float:
-                        async with gate:
-                            return await grant(i, run_id)
-
-                    replica_pids = [s.proc.pid for s in cluster.servers if s.proc is not None]
-                    cpu_before = cpu_by_side(replica_pids)
-                    started = time.perf_counter()
-                    await asyncio.gather(*(gated(i, r) for i, r in enumerate(bulk)))
-                    decisions = len(bulk) / (time.perf_counter() - started)
-                    cpu_after = cpu_by_side(replica_pids)
-                    cpu_ms = {
-                        side: (cpu_after[side] - cpu_before[side]) * 1000 / len(bulk)
-                        for side in cpu_after
-                    }
-
-                    latencies = []
-                    for i, run_id in enumerate(timed):
-                        event = arrivals.waiters.setdefault(run_id, asyncio.Event())
-                        decided = await grant(i, run_id)
-                        await asyncio.wait_for(event.wait(), 30)
-                        latencies.append((arrivals.at[run_id] - decided) * 1000)
+                    yield Parked(cluster, http, pending, headers)
             finally:
                 await cluster.close()
-        commits = await bare_commits(url)
+
+
+async def measure(
+    db: str, replicas: int, runs: int, sample: int, arrivals: Arrivals
+) -> dict[str, Any]:
+    async with scratch_database(db) as scratch:
+        commits = await bare_commits(scratch)
+    async with parked_cluster(db, replicas, runs + sample, arrivals.url) as parked:
+        ids = sorted(parked.pending)
+        timed, bulk = ids[:sample], ids[sample:]
+        decisions, cpu_ms = await parked.decide(bulk)
+        latencies = []
+        for i, run_id in enumerate(timed):
+            event = arrivals.waiters.setdefault(run_id, asyncio.Event())
+            decided = await parked.grant(i, run_id)
+            await asyncio.wait_for(event.wait(), 30)
+            latencies.append((arrivals.at[run_id] - decided) * 1000)
     return {
         "decisions": decisions,
         "p50": statistics.median(latencies),
@@ -249,6 +282,57 @@ async def measure(
         "commits": commits,
         "cpu_ms": cpu_ms,
     }
+
+
+async def interleaved(
+    db: str, counts: list[int], slices: int, size: int, arrivals: Arrivals
+) -> None:
+    """Every replica count's cluster kept running at once, each with ``(slices + 1) * size``
+    runs parked (one turn to warm up); then ``slices`` turns in which each cluster decides
+    ``size`` of its runs, one cluster after another. A turn's rows ran seconds apart, so the
+    machine's speed (which drifts by a third within minutes here) touches their ratio least."""
+    print(
+        f"{len(counts)} clusters at once ({', '.join(map(str, counts))} replicas); "
+        f"{slices} turns of {size} decisions (32 at a time) each"
+    )
+    print(
+        f"{'turn':>4} {'replicas':>8} {'decisions/s':>12} {'x one':>6}   CPU ms per decision: "
+        f"replicas / postgres / driver = sum; machine"
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        clusters = {}
+        for n in counts:
+            clusters[n] = await stack.enter_async_context(
+                parked_cluster(db, n, (slices + 1) * size, arrivals.url)
+            )
+        remaining = {n: sorted(c.pending) for n, c in clusters.items()}
+        ratios: dict[int, list[float]] = {n: [] for n in counts if n != counts[0]}
+        # Turn 0 warms every cluster up (backends preparing their statements) and is not
+        # counted; the order alternates, so a steady drift favours no count.
+        for turn in range(slices + 1):
+            rates: dict[int, float] = {}
+            cpus: dict[int, dict[str, float]] = {}
+            for n in counts if turn % 2 else counts[::-1]:
+                ids, remaining[n] = remaining[n][:size], remaining[n][size:]
+                rates[n], cpus[n] = await clusters[n].decide(ids)
+            for n in counts:
+                x, cpu = rates[n] / rates[counts[0]], cpus[n]
+                if n in ratios and turn:
+                    ratios[n].append(x)
+                print(
+                    f"{turn or 'warm':>4} {n:>8} {rates[n]:>12.0f} {x:>6.2f}   "
+                    f"{cpu['replicas']:.2f} / {cpu['postgres']:.2f} / {cpu['driver']:.2f} = "
+                    f"{cpu['replicas'] + cpu['postgres'] + cpu['driver']:.2f}; "
+                    f"{cpu['machine']:.2f}",
+                    flush=True,
+                )
+    for n, found in ratios.items():
+        quartiles = statistics.quantiles(found, n=4) if len(found) > 1 else found * 3
+        print(
+            f"{n} replicas against {counts[0]}: median x{statistics.median(found):.2f} "
+            f"(quartiles x{quartiles[0]:.2f}-x{quartiles[2]:.2f}, "
+            f"min x{min(found):.2f}, max x{max(found):.2f}, {len(found)} turns)"
+        )
 
 
 async def reachable(db: str) -> bool:
@@ -266,7 +350,9 @@ async def reachable(db: str) -> bool:
         await engine.dispose()
 
 
-async def main(db: str, runs: int, sample: int, counts: list[int], rounds: int) -> None:
+async def main(
+    db: str, runs: int, sample: int, counts: list[int], rounds: int, interleave: int
+) -> None:
     if not await reachable(db):
         return
     arrivals = Arrivals()
@@ -276,6 +362,9 @@ async def main(db: str, runs: int, sample: int, counts: list[int], rounds: int) 
     arrivals.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
     rates: list[dict[int, float]] = []
     try:
+        if interleave:
+            await interleaved(db, counts, interleave, runs, arrivals)
+            return
         print(f"{runs} decisions (32 at a time) + {sample} timed one at a time, per row")
         print(
             f"{'replicas':>8} {'decisions/s':>12} {'p50 ms':>8} {'p99 ms':>8} "
@@ -333,6 +422,14 @@ if __name__ == "__main__":
         help="measure the replica counts this many times, taking turns; then print each"
         " count's median and its ratio to one replica, round by round",
     )
+    parser.add_argument(
+        "--interleave",
+        type=int,
+        default=0,
+        metavar="K",
+        help="keep every replica count's cluster running at once and decide --runs of each"
+        " in K turns, one cluster after another (no latency sample, no commit rate)",
+    )
     args = parser.parse_args()
     counts = [int(x) for x in args.replicas.split(",")]
-    asyncio.run(main(args.db, args.runs, args.sample, counts, max(1, args.rounds)))
+    asyncio.run(main(args.db, args.runs, args.sample, counts, max(1, args.rounds), args.interleave))
