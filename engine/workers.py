@@ -121,6 +121,12 @@ class Workers:
     def _may_wait(self) -> bool:
         return not (self._stopping or self._loop_task is None or self._more_queued)
 
+    @property
+    def waits_for_slots(self) -> bool:
+        """Whether a decision that finds every slot busy would wait for one (``offer_soon``):
+        the workers run, and their last claim with a slot free left no ready run behind."""
+        return self._may_wait()
+
     def settle(self, offer: Adopt | None) -> None:
         """After the transaction: advance the run it claimed, or free the slot."""
         if offer is None:

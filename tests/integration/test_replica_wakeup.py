@@ -127,7 +127,7 @@ async def test_start_listens_before_the_workers_first_claim(migrated_postgres_ur
             assert time.perf_counter() < deadline, order
             await asyncio.sleep(0.01)
         await asyncio.sleep(0)  # the claim loop takes in the claim's outcome
-        may_wait = engine.workers._may_wait()
+        may_wait = engine.workers.waits_for_slots
     finally:
         await engine.stop()
     assert order == ["wake", "claim"]
