@@ -95,7 +95,7 @@ class Workers:
         runs/s without the wait, 3,064 with it). Whoever waits is told when a slot frees, in
         turn; ``None`` once the time is up or the workers stop."""
         offer = self.offer()
-        if offer is not None or not self._may_wait():
+        if offer is not None or not self.waits_for_slots:
             return offer
         loop = asyncio.get_running_loop()
         deadline = loop.time() + seconds
@@ -115,17 +115,14 @@ class Workers:
                     return None
                 raise
             offer = self.offer()
-            if offer is not None or not self._may_wait():
+            if offer is not None or not self.waits_for_slots:
                 return offer
-
-    def _may_wait(self) -> bool:
-        return not (self._stopping or self._loop_task is None or self._more_queued)
 
     @property
     def waits_for_slots(self) -> bool:
         """Whether a decision that finds every slot busy would wait for one (``offer_soon``):
         the workers run, and their last claim with a slot free left no ready run behind."""
-        return self._may_wait()
+        return not (self._stopping or self._loop_task is None or self._more_queued)
 
     def settle(self, offer: Adopt | None) -> None:
         """After the transaction: advance the run it claimed, or free the slot."""

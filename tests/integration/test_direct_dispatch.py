@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -18,7 +17,7 @@ import pytest
 from engine.model import Role, RunStatus, TakeoverStatus
 from engine.runtime import Engine
 from engine.store import Adopt, NewRun
-from tests.support.engines import AGENT, make_engine, person, wait_status
+from tests.support.engines import AGENT, make_engine, person, wait_for, wait_status
 
 FLOW = """
 flow:
@@ -51,14 +50,15 @@ async def parked(engine: Engine) -> tuple[str, str]:
     """A run started through ``engine`` and parked at its approval: (run id, request id)."""
     run, _ = await engine.start_run("flow", {}, AGENT)
     await wait_status(engine, run.id, RunStatus.WAITING)
+
     # The park is committed before the task that parked the run has ended. A decision that
     # claims the run in between finds that task still advancing it, and the run is advanced
     # once it ends, from what it reads (the task could have been one the lease ran out under,
     # still writing): these tests decide once it has ended.
-    deadline = time.perf_counter() + 5
-    while engine.workers.active:
-        assert time.perf_counter() < deadline, "the task that parked the run never ended"
-        await asyncio.sleep(0.001)
+    async def ended() -> bool:
+        return not engine.workers.active
+
+    await wait_for(ended)
     (request,) = await engine.store.list_takeovers(run_id=run.id)
     return run.id, request.id
 
@@ -247,13 +247,14 @@ async def slot_busy(db_url: str, server: str = ONE_SLOT) -> AsyncIterator[Busy]:
     await engine.start()
     try:
         run_id, request_id = await parked(engine)
+
         # Until a claim made with a slot free has found nothing queued, a decision would not
         # wait for a slot. The parked run's task, ending, wakes such a claim; taken before it
         # counts its free slots, the slot would leave it nothing to learn (a CI failure).
-        deadline = time.perf_counter() + 5
-        while not engine.workers.waits_for_slots:
-            assert time.perf_counter() < deadline, "the workers never claimed with a slot free"
-            await asyncio.sleep(0.001)
+        async def waits() -> bool:
+            return engine.workers.waits_for_slots
+
+        await wait_for(waits)
         held = engine.workers.offer()
         assert held is not None and engine.workers.offer() is None
         yield Busy(engine, held, claims, run_id, request_id)

@@ -11,7 +11,7 @@ import pytest
 
 from engine.model import RunStatus
 from engine.ports import SystemClock
-from tests.support.engines import AGENT, make_engine, person, wait_status
+from tests.support.engines import AGENT, make_engine, person, wait_for, wait_status
 
 FLOW = """
 flow:
@@ -122,11 +122,12 @@ async def test_start_listens_before_the_workers_first_claim(migrated_postgres_ur
     await engine.start()
     try:
         assert engine.listener is not None and engine.listener.first_attempt.is_set()
-        deadline = time.perf_counter() + 5
-        while "claim" not in order:
-            assert time.perf_counter() < deadline, order
-            await asyncio.sleep(0.01)
-        await asyncio.sleep(0)  # the claim loop takes in the claim's outcome
+
+        async def claimed_once() -> bool:
+            return "claim" in order
+
+        # Noted in the claim loop's own step, which takes the outcome in before it yields.
+        await wait_for(claimed_once)
         may_wait = engine.workers.waits_for_slots
     finally:
         await engine.stop()
