@@ -320,10 +320,7 @@ async def interleaved(
                 if n in ratios and turn:
                     ratios[n].append(x)
                 print(
-                    f"{turn or 'warm':>4} {n:>8} {rates[n]:>12.0f} {x:>6.2f}   "
-                    f"{cpu['replicas']:.2f} / {cpu['postgres']:.2f} / {cpu['driver']:.2f} = "
-                    f"{cpu['replicas'] + cpu['postgres'] + cpu['driver']:.2f}; "
-                    f"{cpu['machine']:.2f}",
+                    f"{turn or 'warm':>4} {n:>8} {rates[n]:>12.0f} {x:>6.2f}   {cpu_text(cpu)}",
                     flush=True,
                 )
     for n, found in ratios.items():
@@ -385,13 +382,19 @@ async def main(
 
 
 def print_row(n: int, r: dict[str, Any]) -> None:
-    cpu = r["cpu_ms"]
     print(
         f"{n:>8} {r['decisions']:>12.0f} {r['p50']:>8.1f} {r['p99']:>8.1f} "
-        f"{r['commits']:>10.0f} {r['decisions'] / r['commits']:>6.2f}   "
-        f"{cpu['replicas']:.2f} / {cpu['postgres']:.2f} / {cpu['driver']:.2f} = "
-        f"{cpu['replicas'] + cpu['postgres'] + cpu['driver']:.2f}; {cpu['machine']:.2f}",
+        f"{r['commits']:>10.0f} {r['decisions'] / r['commits']:>6.2f}   {cpu_text(r['cpu_ms'])}",
         flush=True,
+    )
+
+
+def cpu_text(cpu: dict[str, float]) -> str:
+    """The CPU column: replicas / postgres / driver = sum; machine (ms per decision)."""
+    total = cpu["replicas"] + cpu["postgres"] + cpu["driver"]
+    return (
+        f"{cpu['replicas']:.2f} / {cpu['postgres']:.2f} / {cpu['driver']:.2f} = {total:.2f}; "
+        f"{cpu['machine']:.2f}"
     )
 
 
