@@ -50,6 +50,7 @@ from engine.model import (
     TakeoverStatus,
     TimeoutBehavior,
 )
+from engine.outbound import OutboundGuard
 from engine.policy import PolicyDecision, evaluate_policy
 from engine.ports import Clock, IdSource
 from engine.store import NewRun, SqlStore
@@ -98,6 +99,7 @@ class HeldCalls:
         self.ids = ids
         self.wake = wake
         self.poll_seconds = poll_seconds
+        self.outbound = OutboundGuard(config.server.allow_internal_targets)
 
     async def submit(self, call: CallRequest, who: Principal) -> CallView:
         """Decide ``call`` and store what the decision needs. A ``block`` stores nothing."""
@@ -111,7 +113,7 @@ class HeldCalls:
         if call.mode not in (EXECUTE, APPROVE_ONLY):
             raise InvalidRequest(f"mode must be {EXECUTE} or {APPROVE_ONLY}")
         if call.callback_url is not None:
-            check_callback_url(call.callback_url)
+            check_callback_url(call.callback_url, self.outbound)
         account = call.account or connector.account
         decision = evaluate_policy(self.config, connector, call.action, call.args)
         if decision.decision == Decision.BLOCK:
@@ -286,10 +288,10 @@ def _run_input(call: CallRequest, account: str | None) -> dict[str, Any]:
     return data
 
 
-def check_callback_url(url: str) -> None:
+def check_callback_url(url: str, guard: OutboundGuard) -> None:
     """Callbacks are POSTed from the server, so only plain http(s) URLs are accepted (no
-    credentials in them). Deployments that must not reach internal hosts should also restrict
-    the server's egress: a URL check cannot know the network."""
+    credentials in them), and none that names an internal address (``engine.outbound``; what a
+    host name resolves to is checked again when the callback is sent)."""
     if len(url) > MAX_CALLBACK_URL:
         raise InvalidRequest(f"callbackUrl is limited to {MAX_CALLBACK_URL} characters")
     try:
@@ -301,6 +303,7 @@ def check_callback_url(url: str) -> None:
         raise InvalidRequest("callbackUrl must be an http:// or https:// URL with a host")
     if parts.username is not None or parts.password is not None:
         raise InvalidRequest("callbackUrl must not contain credentials")
+    guard.check_url(url)
 
 
 def approval_summary(

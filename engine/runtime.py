@@ -28,6 +28,7 @@ from engine.gate import ConfidenceGate
 from engine.interpreter import Interpreter
 from engine.llm import OpenAICompatibleSampler
 from engine.model import Node, NodeType, Principal, Role, Run
+from engine.outbound import OutboundGuard
 from engine.ports import Clock, Connector, IdSource, Sampler, StepGate, SystemClock, UuidSource
 from engine.services import Services
 from engine.store import Database, NewRun, SqlStore
@@ -137,7 +138,9 @@ class Engine:
             hold=timedelta(seconds=server.lease_seconds),
         )
         if "callback" not in self.dispatcher.sinks:
-            self.add_sink("callback", CallbackSink(self.store, self.clock, server.secret_key))
+            guard = OutboundGuard(server.allow_internal_targets)
+            sink = CallbackSink(self.store, self.clock, server.secret_key, guard=guard)
+            self.add_sink("callback", sink)
         self.calls = HeldCalls(
             config, self.store, self.connectors, self.clock, self.ids, wake=self.wake
         )
