@@ -130,6 +130,9 @@ class _Walk(RunWriter):
         }
         self.last_output: Any = None
 
+    def open_requests(self) -> bool:
+        return any(self.index.verdict(entry) is None for entry in self.manual)
+
     # -- the walk ------------------------------------------------------------------------------
 
     async def walk(self, workflow: Workflow) -> RunStatus | None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
-from engine.model import JournalEvent, RunStatus
+from engine.model import JournalEvent, RunStatus, TakeoverStatus
 from engine.ports import ConnectorCall
 from tests.support.api import Api, running_api
 from tests.support.engines import wait_status
@@ -19,6 +20,11 @@ three:
   nodes:
     - {id: one, type: connector, connector: held, action: go, args: {}}
     - {id: two, type: connector, connector: held, action: go, args: {}}
+    - {id: three, type: connector, connector: held, action: go, args: {}}
+skipping:
+  nodes:
+    - {id: one, type: connector, connector: held, action: go, args: {}}
+    - {id: two, type: connector, connector: held, action: go, args: {}, next: end}
     - {id: three, type: connector, connector: held, action: go, args: {}}
 """
 EXTRA = """
@@ -62,15 +68,15 @@ async def api(migrated_db_url: str, held: Held) -> AsyncIterator[Api]:
             held.release.set()
 
 
-async def start_blocked(api: Api, held: Held) -> str:
-    """A run whose first step is in flight (its connector call waiting on the test)."""
-    status, run = await api.call("POST", "/v1/runs", as_="agent", json={"workflow": "three"})
+async def start_blocked(api: Api, held: Held, workflow: str = "three") -> str:
+    """A run whose step ``held.blocks`` is in flight (its call waiting on the test)."""
+    status, run = await api.call("POST", "/v1/runs", as_="agent", json={"workflow": workflow})
     assert status == 201, run
     await asyncio.wait_for(held.called.wait(), 10)
     return str(run["id"])
 
 
-async def take_over(api: Api, run_id: str, **body: str) -> tuple[int, dict[str, str]]:
+async def take_over(api: Api, run_id: str, **body: Any) -> tuple[int, dict[str, Any]]:
     status, reply = await api.call(
         "POST",
         f"/v1/runs/{run_id}/takeover/request",
@@ -139,4 +145,41 @@ async def test_a_step_not_reached_yet_is_taken_over(api: Api, held: Held) -> Non
     assert status == 201 and tk["stepId"] == "three", tk
     held.release.set()
     await wait_status(api.engine, run_id, RunStatus.WAITING)
+    assert held.steps == ["one", "two"]
+
+
+async def _closed_when_the_run_ended(api: Api, run_id: str, request_id: str) -> None:
+    await wait_status(api.engine, run_id, RunStatus.COMPLETED)
+    request = await api.engine.store.get_takeover(request_id)
+    assert request.status == TakeoverStatus.CANCELLED
+    assert request.notes == "the run ended before it reached this step"
+    journal = await api.engine.store.journal(run_id)
+    assert journal[-1].event == JournalEvent.TAKEOVER_CANCELLED
+    assert journal[-1].data["requestId"] == request_id
+    status, queue = await api.call("GET", "/v1/approvals", as_="admin")
+    assert status == 200 and queue["approvals"] == []  # not left in the queue to expire
+    cards = [r for r, _, _ in await api.engine.store.outbox_messages() if r.kind == "card_update"]
+    assert cards, "the request's card shows it cancelled"
+
+
+async def test_a_takeover_made_during_the_last_step_is_cancelled_when_the_run_ends(
+    api: Api, held: Held
+) -> None:
+    held.blocks = "three"
+    run_id = await start_blocked(api, held)
+    status, tk = await take_over(api, run_id, channels=["slack:C0OPS"])
+    assert status == 201, tk
+    held.release.set()
+    await _closed_when_the_run_ended(api, run_id, tk["id"])
+    assert held.steps == ["one", "two", "three"]
+
+
+async def test_a_takeover_of_a_step_the_run_skips_is_cancelled_when_it_ends(
+    api: Api, held: Held
+) -> None:
+    run_id = await start_blocked(api, held, "skipping")
+    status, tk = await take_over(api, run_id, stepId="three", channels=["slack:C0OPS"])
+    assert status == 201, tk
+    held.release.set()
+    await _closed_when_the_run_ended(api, run_id, tk["id"])
     assert held.steps == ["one", "two"]
