@@ -226,3 +226,12 @@ async def test_the_console_queue_reads_the_same_pages(api: Api) -> None:
     assert "Refund 3 EUR" not in html
     pending = await api.engine.store.list_takeovers(statuses=[TakeoverStatus.PENDING])
     assert {r.id for r in pending} == set(ids.values())
+
+    # The API's cursor opens the same page in the console.
+    status, body = await api.call("GET", "/v1/approvals?limit=2", as_="bob")
+    _, later = await page(api.client, f"/console?cursor={body['nextCursor']}")
+    assert "Pay pay-1" not in later and "Anyone open" not in later
+    assert "Refund 3 EUR" in later and "Pay pay-2" in later
+    assert "Older requests" not in later  # the last page
+    status, _ = await page(api.client, "/console?cursor=nope")
+    assert status == 400
