@@ -27,6 +27,7 @@ from engine.model import (
 from engine.ports import Clock, IdSource
 
 if TYPE_CHECKING:  # the store's own modules import rules from here
+    from engine.services import WorkflowLookup
     from engine.store import Adopt, SqlStore
     from engine.workers import Workers
 
@@ -45,6 +46,7 @@ class Approvals:
         wake_outbox: Callable[[], None] = lambda: None,
         workers: Workers | None = None,
         admins: Sequence[str] = (),
+        workflows: WorkflowLookup | None = None,  # checks a takeover's stepId
     ) -> None:
         self.store = store
         self.clock = clock
@@ -53,6 +55,7 @@ class Approvals:
         self.wake_outbox = wake_outbox
         self.workers = workers
         self.admins = frozenset(admins)
+        self.workflows = workflows
 
     # -- authorization -------------------------------------------------------------------------
 
@@ -207,13 +210,18 @@ class Approvals:
         channels: Sequence[str] = (),
         approvers: Sequence[str] = (),
     ) -> TakeoverRequest:
-        """An operator takes over a queued or running run: it parks before ``step_id`` (or
-        before its next step) until the request is released."""
+        """An operator takes over a queued or running run: it parks before ``step_id`` (or,
+        without one, before the first step not yet started when the request is made) until
+        the request is released. A ``step_id`` the run's workflow does not have is
+        ``NotFound``; one the run has already started is refused (``Conflict``, by the store,
+        in the transaction that would create the request)."""
         if who.role == Role.AGENT:
             raise Forbidden("agents cannot request a takeover")
         if not 1 <= timeout_minutes <= MAX_TIMEOUT_MINUTES:
             raise InvalidRequest(f"timeoutMinutes must be 1..{MAX_TIMEOUT_MINUTES}")
         run = await self.store.get_run(run_id)
+        if step_id is not None:
+            await self._check_step(run.workflow, step_id)
         now = self.clock.now()
         request = TakeoverRequest(
             id=self.ids.new_id(),
@@ -232,6 +240,17 @@ class Approvals:
             details={"workflow": run.workflow, "agent": run.agent, "requestedBy": who.name},
         )
         return await self.store.request_takeover(request, now, outbox=notify.new_card)
+
+    async def _check_step(self, workflow_name: str, step_id: str) -> None:
+        if self.workflows is None:
+            return
+        workflow = await self.workflows.get(workflow_name)
+        if not any(node.id == step_id for node in workflow.nodes):
+            steps = ", ".join(node.id for node in workflow.nodes)
+            raise NotFound(
+                f"workflow {workflow_name!r} has no step {step_id!r} (its steps: {steps})",
+                stepId=step_id,
+            )
 
     async def cancel_run(self, run_id: str, who: Principal) -> list[TakeoverRequest]:
         if not who.is_admin:

@@ -115,6 +115,7 @@ class Engine:
             wake_outbox=self.wake_outbox,
             workers=self.workers,
             admins=config.admins,
+            workflows=self.workflows,
         )
         self.sweeper = Sweeper(
             self.store,

@@ -162,7 +162,8 @@ def _tk(request: web.Request, found: TakeoverRequest, status: int = 200) -> web.
 
 @routes.post(
     "/v1/runs/{id}/takeover/request",
-    summary="Take over a queued or running run: it parks before stepId (or its next step)",
+    summary="Take over a queued or running run: it parks before stepId (a step not started "
+    "yet), or without it before the first step not yet started",
     roles=DECIDERS,
     body=obj(
         {
