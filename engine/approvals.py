@@ -12,13 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine import notify
+from engine.approvers import decision_refusal, override_of, run_deciders, takeover_deciders
+from engine.call_workflow import is_call_workflow
+from engine.config import AppConfig, parse_config
 from engine.errors import Forbidden, InvalidRequest, NotFound
 from engine.model import (
     Principal,
     Role,
+    Run,
     TakeoverKind,
     TakeoverRequest,
     TakeoverStatus,
@@ -29,6 +33,10 @@ from engine.ports import Clock, IdSource
 if TYPE_CHECKING:  # the store's own modules import rules from here
     from engine.store import Adopt, SqlStore
     from engine.workers import Workers
+    from engine.workflow_source import WorkflowSource
+
+Override = dict[str, Any] | None
+"""What a decision's check returns: extra journal data for an admin override, or None."""
 
 MAX_TIMEOUT_MINUTES = 1440
 MAX_NOTES = 4000
@@ -44,7 +52,8 @@ class Approvals:
         wake: Callable[[], None] = lambda: None,  # runs were queued
         wake_outbox: Callable[[], None] = lambda: None,
         workers: Workers | None = None,
-        admins: Sequence[str] = (),
+        config: AppConfig | None = None,
+        workflows: WorkflowSource | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -52,25 +61,28 @@ class Approvals:
         self.wake = wake
         self.wake_outbox = wake_outbox
         self.workers = workers
-        self.admins = frozenset(admins)
+        self.config = config if config is not None else parse_config("", {})
+        self.workflows = workflows  # a run's own deciders (``run_deciders``)
 
     # -- authorization -------------------------------------------------------------------------
 
     def refusal(self, request: TakeoverRequest, who: Principal) -> str | None:
-        """Why ``who`` may not decide ``request``, or None when they may."""
-        if who.role == Role.AGENT:
-            return "agents cannot decide approval requests"
-        if not request.allow_self_approval and request.requested_by in (who.name, who.person):
-            return "you started this run, so you cannot approve it"
-        if request.approvers:
-            if who.person is None or who.person not in request.approvers:
-                return "you are not an approver for this request"
-        return None
+        """Why ``who`` may not decide ``request``, or None when they may
+        (``engine.approvers.decision_refusal``: approvers, and admins as an override)."""
+        return decision_refusal(self.config, request, who)
 
     def _authorize(self, request: TakeoverRequest, who: Principal) -> None:
         reason = self.refusal(request, who)
         if reason is not None:
             raise Forbidden(reason, request_id=request.id)
+
+    def _decider(self, request: TakeoverRequest, who: Principal) -> Override:
+        """Authorize ``who`` and say how they decide: ``{"override": "admin"}`` for an admin
+        who is not among the request's approvers (journaled and shown on the card), else
+        None."""
+        self._authorize(request, who)
+        kind = override_of(request, who)
+        return None if kind is None else {"override": kind}
 
     # -- decisions -----------------------------------------------------------------------------
 
@@ -88,9 +100,9 @@ class Approvals:
         another run is not found."""
         notes = _notes(notes)
 
-        def check(request: TakeoverRequest) -> None:
+        def check(request: TakeoverRequest) -> Override:
             _of_run(request, run_id)
-            self._authorize(request, who)
+            return self._decider(request, who)
 
         now = self.clock.now()  # the decision's time is its arrival, not its slot's
         offer = await self._offer() if release else None
@@ -122,11 +134,12 @@ class Approvals:
     ) -> TakeoverRequest:
         notes = _notes(notes)
 
-        def check(request: TakeoverRequest) -> None:
+        def check(request: TakeoverRequest) -> Override:
             _of_run(request, run_id)
-            self._authorize(request, who)
+            override = self._decider(request, who)
             if request.deny_reason_required and not (notes or "").strip():
                 raise InvalidRequest("a reason is required to deny this request")
+            return override
 
         now = self.clock.now()
         offer = await self._offer()
@@ -208,12 +221,14 @@ class Approvals:
         approvers: Sequence[str] = (),
     ) -> TakeoverRequest:
         """An operator takes over a queued or running run: it parks before ``step_id`` (or
-        before its next step) until the request is released."""
+        before its next step) until the request is released. Only the run's own deciders and
+        admins may open it, and ``approvers`` may name only them (``takeover_deciders``)."""
         if who.role == Role.AGENT:
             raise Forbidden("agents cannot request a takeover")
         if not 1 <= timeout_minutes <= MAX_TIMEOUT_MINUTES:
             raise InvalidRequest(f"timeoutMinutes must be 1..{MAX_TIMEOUT_MINUTES}")
         run = await self.store.get_run(run_id)
+        approvers = takeover_deciders(self.config, await self._deciders(run), who, approvers)
         now = self.clock.now()
         request = TakeoverRequest(
             id=self.ids.new_id(),
@@ -232,6 +247,21 @@ class Approvals:
             details={"workflow": run.workflow, "agent": run.agent, "requestedBy": who.name},
         )
         return await self.store.request_takeover(request, now, outbox=notify.new_card)
+
+    async def _deciders(self, run: Run) -> tuple[str, ...] | None:
+        """Who decides for ``run``: its workflow's people, or (a held call) its request's."""
+        if is_call_workflow(run.workflow):
+            held = await self.store.call_request(run.id)
+            if held is not None and held.approvers:
+                return held.approvers
+            return run_deciders(self.config, None)
+        workflow = None
+        if self.workflows is not None:
+            try:
+                workflow = await self.workflows.get(run.workflow)
+            except NotFound:  # a stored workflow since removed: the project's approvers
+                workflow = None
+        return run_deciders(self.config, workflow)
 
     async def cancel_run(self, run_id: str, who: Principal) -> list[TakeoverRequest]:
         if not who.is_admin:
