@@ -1,7 +1,8 @@
 """Deciding takeover requests: who may, and what each decision does.
 
 Every front end (REST API, Slack buttons, Teams invokes, the web page) calls these methods with
-the acting ``Principal``; authorization happens here, once, for all of them. The store applies
+the acting ``Principal``; authorization happens here, once, for all of them, by the rules of
+``engine.approvers`` (approvers, admin overrides, who may open a takeover). The store applies
 each decision as one conditional UPDATE, so double clicks and races yield exactly one decision.
 A decision is authorized inside its own transaction, on the request row the UPDATE returns (or,
 when it matched nothing, the row as it stands): a refusal rolls the decision back, and no
@@ -15,7 +16,13 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from engine import notify
-from engine.approvers import decision_refusal, override_of, run_deciders, takeover_deciders
+from engine.approvers import (
+    decision_refusal,
+    override_of,
+    releases_freely,
+    run_deciders,
+    takeover_deciders,
+)
 from engine.call_workflow import is_call_workflow
 from engine.config import AppConfig, parse_config
 from engine.errors import Forbidden, InvalidRequest, NotFound
@@ -163,7 +170,7 @@ class Approvals:
     ) -> TakeoverRequest:
         def check(request: TakeoverRequest) -> None:
             _of_run(request, run_id)
-            if request.decided_by != who.name and not who.is_admin:
+            if not releases_freely(request, who):
                 self._authorize(request, who)
 
         now = self.clock.now()
@@ -205,7 +212,7 @@ class Approvals:
 
     async def answer(self, request_id: str, who: Principal, sdp_answer: str) -> TakeoverRequest:
         request = await self.store.get_takeover(request_id)
-        if request.decided_by != who.name and not who.is_admin:
+        if not releases_freely(request, who):
             self._authorize(request, who)
         return await self.store.record_sdp_answer(request_id, sdp_answer)
 

@@ -148,6 +148,12 @@ def decision_refusal(config: AppConfig, request: TakeoverRequest, who: Principal
     return "you are not an approver for this request"
 
 
+def releases_freely(request: TakeoverRequest, who: Principal) -> bool:
+    """Whether ``who`` may release (or answer) a granted request without being one of its
+    deciders: the person who took it over, or an admin."""
+    return request.decided_by == who.name or who.is_admin
+
+
 def override_of(request: TakeoverRequest, who: Principal) -> str | None:
     """``ADMIN_OVERRIDE`` when ``who`` (allowed to decide ``request``) decides it as an admin
     rather than as one of its approvers; None otherwise."""
