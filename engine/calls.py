@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine import notify
+from engine.approvers import acting_agent, session_person
 from engine.binding import binding_hash
 from engine.call_workflow import (
     APPROVE_ONLY,
@@ -43,7 +44,6 @@ from engine.model import (
     JournalEvent,
     NewEvent,
     Principal,
-    Role,
     RunStatus,
     TakeoverKind,
     TakeoverRequest,
@@ -103,6 +103,8 @@ class HeldCalls:
 
     async def submit(self, call: CallRequest, who: Principal) -> CallView:
         """Decide ``call`` and store what the decision needs. A ``block`` stores nothing."""
+        agent = acting_agent(who, call.agent)  # Forbidden for another agent's name
+        call = dataclasses.replace(call, agent=agent)
         connector = self.config.connectors.get(call.connector)
         if connector is None:
             raise NotFound(f"connector {call.connector!r} is not configured")
@@ -143,7 +145,7 @@ class HeldCalls:
             workflow=call_workflow_name(connector.name, call.action),
             input=_run_input(call, account),
             requested_by=who.name,
-            agent=call.agent or (who.token if who.role == Role.AGENT else None),
+            agent=agent,
             idempotency_key=CALL_PREFIX + call.idempotency_key if call.idempotency_key else None,
         )
         policy_event = NewEvent(JournalEvent.POLICY_EVALUATED, CALL_STEP, evaluated)
@@ -241,12 +243,7 @@ class HeldCalls:
 
     def session_person(self, session: str | None) -> str | None:
         """The person a session names: their name, email, Slack or Teams id."""
-        if not session:
-            return None
-        for person in self.config.people.values():
-            if session in (person.name, person.email, person.slack, person.teams):
-                return person.name
-        return None
+        return session_person(self.config, session)
 
     async def view(self, execution_id: str) -> CallView:
         """Where a call stands now (``NotFound`` for an unknown id or an ordinary run)."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from engine import notify
 from engine.approvals import Approvals
+from engine.approvers import acting_agent, person_principal
 from engine.call_workflow import held_call_connectors, is_call_workflow
 from engine.callbacks import CallbackSink
 from engine.calls import HeldCalls
@@ -114,7 +115,7 @@ class Engine:
             wake=self.workers.wake,
             wake_outbox=self.wake_outbox,
             workers=self.workers,
-            admins=config.admins,
+            config=config,
             workflows=self.workflows,
         )
         self.sweeper = Sweeper(
@@ -213,6 +214,7 @@ class Engine:
         """Queue a run of ``workflow``; the same idempotency key returns the same run."""
         if who.role not in (Role.AGENT, Role.ADMIN, Role.APPROVER):
             raise InvalidRequest("unknown role")
+        agent = acting_agent(who, agent)  # Forbidden for another agent's name
         if is_call_workflow(workflow):  # a held call started as a run would skip its policy
             raise InvalidRequest("held calls are made through POST /v1/calls, not as runs")
         await self.workflows.get(workflow)  # NotFound for an unknown workflow
@@ -224,7 +226,7 @@ class Engine:
                     workflow=workflow,
                     input=input,
                     requested_by=who.name,
-                    agent=agent or (who.token if who.role == Role.AGENT else None),
+                    agent=agent,
                     idempotency_key=idempotency_key,
                     adopt=offer,
                 ),
@@ -240,8 +242,7 @@ class Engine:
 
     def principal_for_person(self, person: str) -> Principal:
         """A person from ``people:`` acting in chat or on the web page."""
-        role = Role.ADMIN if person in self.config.admins else Role.APPROVER
-        return Principal(name=person, role=role, person=person)
+        return person_principal(self.config, person)
 
 
 def build_sampler(config: AppConfig) -> OpenAICompatibleSampler | None:
