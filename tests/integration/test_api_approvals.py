@@ -23,6 +23,9 @@ pay:
        channels: [web, "slack:C0PAY"]}
     - {id: act, type: connector, connector: demo-ledger, action: refund,
        args: {order: "{{ input.order }}"}}
+free:
+  nodes:
+    - {id: act, type: connector, connector: demo-ledger, action: note, args: {}}
 """
 EXTRA = """
 connectors:
@@ -46,17 +49,18 @@ async def api(migrated_db_url: str) -> AsyncIterator[Api]:
 
 async def _queue(api: Api) -> dict[str, str]:
     """Requests of each shape, a minute apart: an approval node (carol), a manual takeover
-    naming nobody (anyone), a held call (bob), the approval node again; their ids by name."""
+    naming nobody (the project's approvers), a held call (bob), the approval node again; their ids by name."""
     clock = api.engine.clock
     assert isinstance(clock, ManualClock)
     ids: dict[str, str] = {}
     run, _ = await api.engine.start_run("pay", {"order": "pay-1"}, AGENT)
     ids["pay-1"] = (await pending_request(api.engine, run.id)).id
     clock.advance(minutes=1)
-    # A run another worker holds, taken over by an admin who names no approvers.
+    # A run another worker holds, taken over by an admin who names no approvers: its workflow
+    # names no deciders, so the project's approvers decide (engine.approvers.run_deciders).
     held = Adopt("other-worker", clock.now() + timedelta(minutes=30))
     await api.engine.store.create_run(
-        NewRun(id="r-open", workflow="pay", input={"order": "open"}, adopt=held), clock.now()
+        NewRun(id="r-open", workflow="free", input={"order": "open"}, adopt=held), clock.now()
     )
     admin = person("alice", Role.ADMIN)
     ids["open"] = (await api.engine.approvals.request("r-open", admin, reason="Anyone open")).id
@@ -90,17 +94,18 @@ async def test_the_queue_across_runs_with_every_filter(api: Api) -> None:
     status, body = await api.call("GET", "/v1/approvals", as_="bob")
     first = body["approvals"][0]
     assert first["workflow"] == "pay" and first["runStatus"] == "waiting"
+    assert body["approvals"][1]["approvers"] == ["alice", "bob", "carol"]  # the project's
     assert first["approvalUrl"] == f"http://signoff.test/approvals/{ids['pay-1']}"
     assert first["approvers"] == ["carol"] and first["status"] == "pending"
     call = body["approvals"][2]
     assert (call["kind"], call["workflow"]) == ("policy", "call:demo-ledger.refund")
     assert call["details"]["summary"] == "Refund 3 EUR for order c"
 
-    # A request that names no approvers is in everyone's queue.
     assert await _ids(api, "?approver=carol") == [ids["pay-1"], ids["open"], ids["pay-2"]]
     assert await _ids(api, "?approver=me") == [ids["open"], ids["call"]]  # bob
-    assert await _ids(api, "?approver=dave") == [ids["open"]]
-    assert await _ids(api, "?workflow=pay") == [ids["pay-1"], ids["open"], ids["pay-2"]]
+    assert await _ids(api, "?approver=dave") == []
+    assert await _ids(api, "?workflow=pay") == [ids["pay-1"], ids["pay-2"]]
+    assert await _ids(api, "?workflow=free") == [ids["open"]]
     assert await _ids(api, "?workflow=call:demo-ledger.refund") == [ids["call"]]
     # An approval node's connector is that of the step it approves (pay's act).
     assert await _ids(api, "?connector=demo-ledger") == [ids["pay-1"], ids["call"], ids["pay-2"]]
@@ -124,7 +129,7 @@ async def test_the_queue_across_runs_with_every_filter(api: Api) -> None:
         "POST", f"/v1/runs/{run_id}/takeover/{ids['open']}/deny", as_="bob", json={"notes": "no"}
     )
     assert status == 200, body
-    assert await _ids(api, "?approver=dave") == []
+    assert await _ids(api, "?approver=bob") == [ids["call"]]
     assert await _ids(api, "?status=denied") == [ids["open"]]
 
 
