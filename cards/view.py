@@ -24,6 +24,7 @@ from engine.model import (
     TakeoverStatus,
     TimeoutBehavior,
 )
+from engine.timeline import minutes_text
 
 SHORT_HASH = 12  # hex digits of the binding hash shown on cards
 # Printable ASCII only, and none of the characters that end a Slack link or an HTML attribute.
@@ -138,6 +139,12 @@ class ApprovalView:
         if self.now is None or self.status is not TakeoverStatus.PENDING:
             return None  # a taken-over request waits for its release and no longer expires
         return max(0, math.ceil((self.expires_at - self.now).total_seconds() / 60))
+
+    @property
+    def expires_in(self) -> str | None:
+        """``expires_in_minutes`` as a person reads it: "23 h 58 min" (``minutes_text``)."""
+        minutes = self.expires_in_minutes
+        return None if minutes is None else minutes_text(minutes)
 
 
 def safe_url(value: object) -> str | None:

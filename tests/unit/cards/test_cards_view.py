@@ -107,3 +107,13 @@ def test_safe_url() -> None:
     for bad in ("javascript:alert(1)", "https://x/a|b", "https://x/<a>", "https://x y",
                 "https://x/\u202e", "/relative", None, 42, "https://\u017f.example"):  # fmt: skip
         assert safe_url(bad) is None, bad
+
+
+def test_cards_say_how_long_is_left_in_hours_and_minutes() -> None:
+    from cards.render import render_slack_card
+
+    request = replace(sample_request("pending"), expires_at=SAMPLE_NOW + timedelta(minutes=1438))
+    view = build_view(request, sample_run(), approval_url=None, run_url=None, now=SAMPLE_NOW)
+
+    assert view.expires_in == "23 h 58 min"
+    assert render_slack_card(view)["text"].endswith("(expires in 23 h 58 min)")
