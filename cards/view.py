@@ -64,6 +64,14 @@ class PolicyMatch:
 
 
 @dataclass(frozen=True)
+class StepOutput:
+    """An earlier step's output that the request's reason or arguments are made from."""
+
+    step_id: str
+    output_json: str  # canonical JSON
+
+
+@dataclass(frozen=True)
 class Approval:
     """One person's grant toward the quorum."""
 
@@ -111,6 +119,7 @@ class ApprovalView:
     approval_url: str | None
     run_url: str | None
     now: datetime | None  # when the view was built, for "expires in"; None: not shown
+    step_outputs: tuple[StepOutput, ...] = ()  # what the approval rests on (details.stepOutputs)
 
     @property
     def actions(self) -> tuple[str, ...]:
@@ -196,6 +205,19 @@ def _arguments(details: dict[str, Any]) -> tuple[str | None, str | None]:
         return None, f"arguments cannot be shown here ({type(exc).__name__})"
 
 
+def _step_outputs(raw: JSON) -> tuple[StepOutput, ...]:
+    if not isinstance(raw, list):
+        return ()
+    found = []
+    for entry in raw:
+        if isinstance(entry, dict) and isinstance(entry.get("stepId"), str):
+            try:
+                found.append(StepOutput(entry["stepId"], canonical_json(entry.get("output"))))
+            except (RecursionError, ValueError, TypeError):
+                continue  # left out, never guessed
+    return tuple(found)
+
+
 def _title(request: TakeoverRequest, connector: str | None, action: str | None) -> str:
     summary = _text(request.details.get("summary"))
     if summary:
@@ -220,7 +242,8 @@ def build_view(
     ``request.details`` keys: ``args``, ``connector``, ``action``, ``account``,
     ``bindingHash``, ``nodeType``, ``workflow``, ``agent``, ``summary``, ``confidence``
     (``{score, threshold, estimator, detail?, votes?, decision?}``), ``policy``
-    (``{decision, rule}``). Malformed entries are left out, never guessed.
+    (``{decision, rule}``), ``stepOutputs`` (``[{stepId, output}]``). Malformed entries are
+    left out, never guessed.
     """
     details = request.details if isinstance(request.details, dict) else {}
     connector, action = _text(details.get("connector")), _text(details.get("action"))
@@ -261,6 +284,7 @@ def build_view(
         approval_url=safe_url(approval_url),
         run_url=safe_url(run_url),
         now=_utc(now) if now else None,
+        step_outputs=_step_outputs(details.get("stepOutputs")),
     )
 
 

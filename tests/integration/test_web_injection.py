@@ -21,7 +21,7 @@ OUR_TAGS = {
     "html", "head", "meta", "title", "link", "body", "header", "nav", "a", "form", "input",
     "span", "button", "main", "p", "strong", "section", "h1", "h2", "h3", "dl", "dt", "dd",
     "code", "pre", "time", "ol", "li", "label", "textarea", "table", "thead", "tbody", "tr",
-    "th", "td", "div", "select", "option", "ul", "script", "noscript", "progress", "br",
+    "th", "td", "div", "select", "option", "ul", "script", "noscript", "progress", "br", "footer",
 }  # fmt: skip
 
 
