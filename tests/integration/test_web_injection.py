@@ -69,7 +69,8 @@ async def test_hostile_values_are_text_on_every_page(api: Api) -> None:
     requests = {}
     for name, value in HOSTILE.items():
         run, _ = await api.engine.start_run(
-            "refund-demo", {"order": value, "amount": value}, AGENT, agent=value
+            # An agent may only name a sub-agent of its own token: the hostile part is the sub.
+            "refund-demo", {"order": value}, AGENT, agent=f"{AGENT.token}/{value}"
         )
         requests[name] = await pending_request(api.engine, run.id)
 

@@ -140,3 +140,34 @@ def test_cards_show_the_earlier_outputs_the_approval_rests_on() -> None:
     web = render_web_card(view, csrf_token=None, form_action=None)
     assert "Output of step <code>lookup</code>" in web and "&#34;amount&#34;: 37.51" in web
     assert not sample_view("pending").step_outputs  # no details: no section
+
+
+def test_an_admin_override_is_named_on_every_card() -> None:
+    from cards.render import render_slack_card, render_teams_card, render_web_card
+    from cards.view import decider_text
+    from tests.unit.cards.cardchecks import assert_valid_teams
+
+    for state, words in (("denied", "Denied by"), ("granted", "Taken over by")):
+        request = sample_request(state)
+        overridden = replace(
+            request, details={**request.details, "override": {"by": "bob", "override": "admin"}}
+        )
+        view = build_view(overridden, sample_run(), approval_url=None, run_url=None)
+        assert view.override == "admin override"
+        slack = str(render_slack_card(view))
+        assert f"{words} *bob* (admin override)" in slack, state
+        teams = render_teams_card(view)
+        assert_valid_teams(teams)
+        assert "(admin override)" in str(teams)
+        web = render_web_card(view, csrf_token="t", form_action="/x")
+        assert f"{words} <strong>bob</strong> (admin override)" in web
+        assert decider_text(overridden, "bob") == "bob (admin override)"
+        plain = build_view(request, sample_run(), approval_url=None, run_url=None)
+        assert plain.override is None and "override" not in str(render_slack_card(plain))
+        assert decider_text(request, "bob") == "bob"
+    # Only the decider's own override counts (a stale or foreign record is not shown).
+    request = sample_request("denied")
+    other = replace(
+        request, details={**request.details, "override": {"by": "eve", "override": "admin"}}
+    )
+    assert build_view(other, sample_run(), approval_url=None, run_url=None).override is None
