@@ -70,7 +70,10 @@ async def test_hostile_values_are_text_on_every_page(api: Api) -> None:
     for name, value in HOSTILE.items():
         run, _ = await api.engine.start_run(
             # An agent may only name a sub-agent of its own token: the hostile part is the sub.
-            "refund-demo", {"order": value}, AGENT, agent=f"{AGENT.token}/{value}"
+            "refund-demo",
+            {"order": value},
+            AGENT,
+            agent=f"{AGENT.token}/{value}",
         )
         requests[name] = await pending_request(api.engine, run.id)
 
