@@ -16,6 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from cards.view import safe_url
+from engine.timeline import minutes_text
 
 Mention = str | Mapping[str, str]
 
@@ -90,6 +91,11 @@ class EscalatedNotice:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "approval_url", safe_url(self.approval_url))
+
+    @property
+    def waited(self) -> str | None:
+        """How long it has waited, as a person writes it ("1 h 20 min")."""
+        return None if self.waited_minutes is None else minutes_text(self.waited_minutes)
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from engine.model import (
     TakeoverStatus,
     TimeoutBehavior,
 )
+from engine.timeline import minutes_text
 
 SHORT_HASH = 12  # hex digits of the binding hash shown on cards
 # Printable ASCII only, and none of the characters that end a Slack link or an HTML attribute.
@@ -60,6 +61,14 @@ class PolicyMatch:
 
     decision: str
     rule: str | None
+
+
+@dataclass(frozen=True)
+class StepOutput:
+    """An earlier step's output that the request's reason or arguments are made from."""
+
+    step_id: str
+    output_json: str  # canonical JSON
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,7 @@ class ApprovalView:
     approval_url: str | None
     run_url: str | None
     now: datetime | None  # when the view was built, for "expires in"; None: not shown
+    step_outputs: tuple[StepOutput, ...] = ()  # what the approval rests on (details.stepOutputs)
     override: str | None = None  # "admin override": decided_by decided as an admin
 
     @property
@@ -139,6 +149,12 @@ class ApprovalView:
         if self.now is None or self.status is not TakeoverStatus.PENDING:
             return None  # a taken-over request waits for its release and no longer expires
         return max(0, math.ceil((self.expires_at - self.now).total_seconds() / 60))
+
+    @property
+    def expires_in(self) -> str | None:
+        """``expires_in_minutes`` as a person reads it: "23 h 58 min" (``minutes_text``)."""
+        minutes = self.expires_in_minutes
+        return None if minutes is None else minutes_text(minutes)
 
 
 def safe_url(value: object) -> str | None:
@@ -190,6 +206,19 @@ def _arguments(details: dict[str, Any]) -> tuple[str | None, str | None]:
         return None, f"arguments cannot be shown here ({type(exc).__name__})"
 
 
+def _step_outputs(raw: JSON) -> tuple[StepOutput, ...]:
+    if not isinstance(raw, list):
+        return ()
+    found = []
+    for entry in raw:
+        if isinstance(entry, dict) and isinstance(entry.get("stepId"), str):
+            try:
+                found.append(StepOutput(entry["stepId"], canonical_json(entry.get("output"))))
+            except (RecursionError, ValueError, TypeError):
+                continue  # left out, never guessed
+    return tuple(found)
+
+
 def _title(request: TakeoverRequest, connector: str | None, action: str | None) -> str:
     summary = _text(request.details.get("summary"))
     if summary:
@@ -214,7 +243,8 @@ def build_view(
     ``request.details`` keys: ``args``, ``connector``, ``action``, ``account``,
     ``bindingHash``, ``nodeType``, ``workflow``, ``agent``, ``summary``, ``confidence``
     (``{score, threshold, estimator, detail?, votes?, decision?}``), ``policy``
-    (``{decision, rule}``). Malformed entries are left out, never guessed.
+    (``{decision, rule}``), ``stepOutputs`` (``[{stepId, output}]``). Malformed entries are
+    left out, never guessed.
     """
     details = request.details if isinstance(request.details, dict) else {}
     connector, action = _text(details.get("connector")), _text(details.get("action"))
@@ -255,6 +285,7 @@ def build_view(
         approval_url=safe_url(approval_url),
         run_url=safe_url(run_url),
         now=_utc(now) if now else None,
+        step_outputs=_step_outputs(details.get("stepOutputs")),
         override=override_label(request),
     )
 

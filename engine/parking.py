@@ -3,7 +3,8 @@ and what the card shows (the exact arguments of the step that will run once it i
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -20,6 +21,13 @@ from engine.model import (
     Workflow,
 )
 from engine.replay import default_reason
+
+# ``steps.lookup`` or ``steps["lookup"]`` inside a template: an earlier step's output that the
+# approval's reason or the approved step's arguments are made from.
+_STEP_REFERENCE = re.compile(
+    r"\bsteps\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*['\"]([^'\"]+)['\"]\s*\])"
+)
+MAX_STEP_OUTPUTS = 5
 
 
 def build_request(
@@ -64,6 +72,10 @@ def build_request(
         )
     if confidence is not None:
         details["confidence"] = confidence
+    referenced = [node.reason, target.args if target is not None else None]
+    outputs = step_outputs(referenced, context)
+    if outputs:
+        details["stepOutputs"] = outputs
     chosen_channels = tuple(channels if channels is not None else node.channels)
     return TakeoverRequest(
         id=request_id,
@@ -94,3 +106,30 @@ def build_request(
         ),
         escalate_to=tuple(escalate_to),
     )
+
+
+def _texts(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _texts(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _texts(item)
+
+
+def step_outputs(templates: Any, context: dict[str, Any]) -> list[dict[str, Any]]:
+    """``[{stepId, output}]`` of the completed steps these templates read, in the order they
+    are first named (at most ``MAX_STEP_OUTPUTS``): the card shows what the approval rests on,
+    e.g. the lookup whose amount is about to be refunded."""
+    done = context.get("steps", {})
+    named: list[str] = []
+    for text in _texts(templates):
+        if "{" not in text:
+            continue
+        for match in _STEP_REFERENCE.finditer(text):
+            step = match.group(1) or match.group(2)
+            if step in done and step not in named:
+                named.append(step)
+    return [{"stepId": s, "output": done[s].get("output")} for s in named[:MAX_STEP_OUTPUTS]]

@@ -61,7 +61,21 @@ def human_duration(seconds: float) -> str:
     whole = round(seconds)
     if whole < 3600:
         return f"{whole // 60} min {whole % 60} s"
-    return f"{whole // 3600} h {whole % 3600 // 60} min"
+    return minutes_text(whole // 60)
+
+
+def minutes_text(minutes: int) -> str:
+    """Whole minutes as a person writes them: "1 min", "59 min", "1 h", "23 h 58 min",
+    "2 d 3 h". The one spelling of a wait or a countdown on every page, card and notice
+    (``bot/static/approval.js`` counts down in the same words)."""
+    minutes = max(0, int(minutes))
+    days, rest = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rest, 60)
+    if days:
+        return f"{days} d" + (f" {hours} h" if hours else "") + (f" {mins} min" if mins else "")
+    if hours:
+        return f"{hours} h" + (f" {mins} min" if mins else "")
+    return f"{mins} min"
 
 
 Make = Callable[..., TimelineItem]

@@ -3,7 +3,8 @@
 * ``/approvals/{id}``: the approval page at every request's ``approvalUrl`` (``approval``);
 * ``/console``: the operator console, queue, runs and live run timelines (``console``,
   ``events``), behind an API-token sign-in (``login``, ``security``);
-* ``/static/``: one stylesheet and the timeline's small script;
+* ``/static/``: one stylesheet, the pages' small scripts and the icon; ``/favicon.ico``,
+  ``/privacy``, ``/terms`` and the 404 page in the site's layout (``site``);
 * the ``webhook:<name>`` channel's outbox sink (``engine.webhooks``), which needs the cards'
   approval view and the signed links that live here.
 
@@ -20,7 +21,7 @@ from typing import Any
 from aiohttp import web
 
 from bot.api.views import approval_url
-from bot.web import approval, console, events, login
+from bot.web import approval, console, events, login, site
 from bot.web.context import WEB, WebContext
 from bot.web.security import Sessions
 from cards.json_view import view_json
@@ -55,8 +56,9 @@ def install(app: web.Application, engine: Engine) -> None:
     )
     ctx = WebContext(engine, links, sessions)
     app[WEB] = ctx
-    for table in (approval.routes, console.routes, events.routes, login.routes):
+    for table in (approval.routes, console.routes, events.routes, login.routes, site.routes):
         app.router.add_routes(table)
+    app.middlewares.append(site.not_found_pages)  # innermost: sees the router's 404
     app.router.add_static("/static/", STATIC_DIR)
 
     async def stop_streams(_: web.Application) -> None:

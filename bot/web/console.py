@@ -18,13 +18,14 @@ from bot.api.routing import Handler
 from bot.web.context import WebContext, web_context
 from bot.web.demo import DEMO_WORKFLOW, has_demo, start_demo
 from bot.web.login import login_url
+from bot.web.outcome import open_requests, run_outcome
 from bot.web.pages import page, redirect, render
 from bot.web.security import CSRF_FIELD
 from cards.view import build_view
 from engine.errors import InvalidRequest
-from engine.model import TERMINAL_RUN_STATUSES, RunStatus, TakeoverStatus
+from engine.model import TERMINAL_RUN_STATUSES, RunStatus
 from engine.queue import QueueFilter, approval_queue
-from engine.timeline import TimelineReader
+from engine.timeline import TimelineReader, minutes_text
 
 routes = web.RouteTableDef()
 CONSOLE_PAGE = 100
@@ -95,10 +96,13 @@ async def runs(request: web.Request) -> web.StreamResponse:
         raise InvalidRequest(f"unknown run status {status_raw!r}") from None
     workflow = _choice(request, "workflow")
     found = await engine.store.list_runs(status=status, workflow=workflow, limit=200)
+    ended = [r.id for r in found if r.status in TERMINAL_RUN_STATUSES]
+    requests = await engine.store.takeovers_of_runs(ended)
     return await render(
         request,
         "runs.html.j2",
         runs=found,
+        outcomes={r.id: run_outcome(r, requests.get(r.id, [])) for r in found},
         chosen_status=status,
         workflow=workflow,
         statuses=[s.value for s in RunStatus],
@@ -113,16 +117,15 @@ async def run_page(request: web.Request) -> web.StreamResponse:
     store = ctx.engine.store
     run, journal = await store.run_and_journal(request.match_info["id"])
     items = TimelineReader().read(journal)
-    open_requests = await store.list_takeovers(
-        run_id=run.id, statuses=[TakeoverStatus.PENDING, TakeoverStatus.GRANTED]
-    )
+    requests = await store.list_takeovers(run_id=run.id, limit=1000)
     last = journal[-1].seq if journal else 0
     return await render(
         request,
         "run.html.j2",
         run=run,
+        outcome=run_outcome(run, requests),
+        open_requests=open_requests(requests),
         items=items,
-        open_requests=open_requests,
         live=run.status not in TERMINAL_RUN_STATUSES,
         events_url=f"/console/runs/{run.id}/events?after={last}",
         output=_json_text(run.output),
@@ -148,10 +151,7 @@ def _next_page(request: web.Request, cursor: str | None) -> str | None:
 
 
 def _age(now: datetime, since: datetime) -> str:
-    minutes = max(0, int((now - since).total_seconds() // 60))
-    if minutes < 60:
-        return f"{minutes} min"
-    return f"{minutes // 60} h {minutes % 60} min"
+    return minutes_text(int((now - since).total_seconds() // 60))
 
 
 def _json_text(value: Any) -> str | None:

@@ -41,9 +41,10 @@ DEMO_AGENT = Principal(name="demo-agent", role=Role.AGENT, token="demo-agent")
 
 
 def demo_input(seed: str) -> dict[str, Any]:
-    """An order number that differs from run to run, and a fixed amount."""
+    """An order number that differs from run to run; the amount to refund is the one the
+    workflow's lookup finds for it (``engine.connectors.demo_ledger``)."""
     number = 1000 + int(hashlib.sha256(seed.encode()).hexdigest()[:8], 16) % 9000
-    return {"order": f"A-{number}", "amount": "129.90"}
+    return {"order": f"A-{number}"}
 
 
 async def start_demo(engine: Engine) -> Run:

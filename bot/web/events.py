@@ -4,9 +4,12 @@
 reconnects) sends every entry after ``seq`` as an ``item`` event, an HTML fragment rendered by
 the same template as the page (so escaping happens here, once, and the script only appends it),
 then polls the store every ``WebContext.poll_seconds`` for more. A ``status`` event carries the
-run's status when it changes; when the run has ended, an ``end`` event and the stream closes (a
-browser would otherwise reconnect). Polling keeps the stream right on every replica, whichever
-worker moves the run; a comment every 15 s keeps proxies from closing an idle stream.
+run's status when it changes, and ``replace`` events the page's status badge (with the outcome
+of its approvals once it has ended) and its "Waiting for" section whenever they change (a
+fragment whose root element's id says which element it replaces); when the run has ended, an
+``end`` event and the stream closes (a browser would otherwise reconnect). Polling keeps the
+stream right on every replica, whichever worker moves the run; a comment every 15 s keeps
+proxies from closing an idle stream.
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ import asyncio
 from aiohttp import web
 
 from bot.web.context import WebContext, web_context
+from bot.web.outcome import open_requests, run_outcome
 from bot.web.pages import fragment
 from engine.errors import NotFound
-from engine.model import TERMINAL_RUN_STATUSES
+from engine.model import TERMINAL_RUN_STATUSES, Run
 from engine.timeline import TimelineReader
 
 routes = web.RouteTableDef()
@@ -48,6 +52,17 @@ async def _closing(ctx: WebContext, seconds: float) -> bool:
     return True
 
 
+async def _facts(ctx: WebContext, run: Run) -> dict[str, str]:
+    """The status badge and the "Waiting for" section as the page renders them, for a
+    ``replace`` event each (the script swaps the element with the same id)."""
+    requests = await ctx.engine.store.list_takeovers(run_id=run.id, limit=1000)
+    badge = fragment(
+        "_run_status.html.j2", run=run, outcome=run_outcome(run, requests), badge_id="run-status"
+    )
+    waiting = fragment("_waiting.html.j2", open_requests=open_requests(requests))
+    return {"run-status": badge, "waiting": waiting}
+
+
 @routes.get("/console/runs/{id}/events")
 async def run_events(request: web.Request) -> web.StreamResponse:
     ctx = web_context(request)
@@ -72,13 +87,21 @@ async def run_events(request: web.Request) -> web.StreamResponse:
     await response.prepare(request)
     loop = asyncio.get_running_loop()
     sent_status = None
+    sent: dict[str, str] = {}  # element id -> the fragment last sent for it
     beat = loop.time()
     try:
         while True:
-            for item in reader.read(entries):
+            items = reader.read(entries)
+            for item in items:
                 html = fragment("_timeline_item.html.j2", i=item)
                 await response.write(event_text("item", html, item.seq))
-            if run.status != sent_status:
+            changed = run.status != sent_status
+            if changed or any(i.event.value.startswith("takeover_") for i in items):
+                for element, html in (await _facts(ctx, run)).items():
+                    if sent.get(element) != html:
+                        sent[element] = html
+                        await response.write(event_text("replace", html))
+            if changed:
                 sent_status = run.status
                 await response.write(event_text("status", run.status.value))
             if run.status in TERMINAL_RUN_STATUSES:

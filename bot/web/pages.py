@@ -37,6 +37,8 @@ ENV = jinja2.Environment(
 )
 ENV.filters.update({name: CARDS_WEB.filters[name] for name in ("iso", "plain_date", "clip")})
 ENV.filters["duration"] = human_duration
+# Milliseconds, for the countdown script (bot/static/approval.js), which parses it.
+ENV.filters["iso_ms"] = lambda moment: moment.astimezone(UTC).isoformat(timespec="milliseconds")
 ENV.filters["clock"] = lambda moment: moment.astimezone(UTC).strftime("%H:%M:%S")
 # Joins plain text (jinja2's own join would hand back Markup, skipping ``visible``).
 ENV.filters["commas"] = lambda values: ", ".join(str(v) for v in values)

@@ -18,9 +18,9 @@ from sqlalchemy.engine import Connection
 
 from engine.errors import NotFound
 from engine.links import LinkUse, LinkUsed
-from engine.model import ApiToken, JournalEntry, Role, Run
+from engine.model import ApiToken, JournalEntry, Role, Run, TakeoverRequest
 from engine.store import tables as t
-from engine.store.base import StoreBase, journal_from_row, run_from_row
+from engine.store.base import StoreBase, journal_from_row, run_from_row, takeover_from_row
 from engine.store.records import token_from_row
 
 T = TypeVar("T")
@@ -110,6 +110,23 @@ class WebStore(StoreBase):
             return {r["id"]: run_from_row(r) for r in conn.execute(q).mappings()}
 
         if not run_ids:
+            return {}
+        return await self.db.transact(work, write=False)
+
+    async def takeovers_of_runs(self, run_ids: Sequence[str]) -> dict[str, list[TakeoverRequest]]:
+        """Each run's takeover requests, oldest first, without their votes: the console's runs
+        list reads every run's outcome from them in one query."""
+
+        def work(conn: Connection) -> dict[str, list[TakeoverRequest]]:
+            tr = t.takeover_requests
+            q = select(tr).where(tr.c.run_id.in_(ids)).order_by(tr.c.created_at, tr.c.id)
+            found: dict[str, list[TakeoverRequest]] = {}
+            for row in conn.execute(q).mappings():
+                found.setdefault(row["run_id"], []).append(takeover_from_row(row))
+            return found
+
+        ids = list(dict.fromkeys(run_ids))
+        if not ids:
             return {}
         return await self.db.transact(work, write=False)
 

@@ -46,7 +46,7 @@ async def api(migrated_db_url: str, clock: ManualClock) -> AsyncIterator[Api]:
 
 
 async def _parked(api: Api, workflow: str = "refund-demo", **input: Any) -> Any:
-    input = input or {"order": "A-1042", "amount": "129.90"}
+    input = input or {"order": "A-1042"}  # the demo ledger's lookup finds 37.51 EUR for it
     run, _ = await api.engine.start_run(workflow, input, AGENT)
     return await pending_request(api.engine, run.id)
 
@@ -61,8 +61,8 @@ async def test_the_plain_approval_url_shows_the_request_and_a_way_to_sign_in(api
     status, html = await page(api.client, local(approval_url))
 
     assert status == 200
-    assert "Refund 129.90 for A-1042" in html
-    assert "&#34;amount&#34;: &#34;129.90&#34;" in html  # the exact arguments, as text
+    assert "Refund 37.51 EUR for A-1042" in html
+    assert "&#34;amount&#34;: 37.51," in html  # the exact arguments, as text
     assert "sign in to decide" in html
     assert 'name="action"' not in html  # read-only without an identity
 
@@ -83,7 +83,7 @@ async def test_a_signed_link_approves_once_and_then_shows_what_happened(api: Api
     await wait_status(api.engine, request.run_id, RunStatus.COMPLETED)
     ledger = await api.engine.store.ledger(run_id=request.run_id)
     assert [e["action"] for e in ledger] == ["lookup", "refund"]
-    assert ledger[1]["args"] == {"order": "A-1042", "amount": "129.90"}
+    assert ledger[1]["args"] == {"order": "A-1042", "amount": 37.51, "currency": "EUR"}
 
     status, html = await page(api.client, link)
     assert status == 200

@@ -122,15 +122,15 @@ async def test_the_queue_lists_pending_approvals_oldest_first_with_filters(
     await sign_in(api.client, api.tokens["admin"])
 
     _, html = await page(api.client, "/console")
-    assert html.index("Refund 1 for A-1") < html.index("Other thing")
+    assert html.index("Refund 91.37 EUR for A-1") < html.index("Other thing")
     assert "2 min" in html
 
     _, only_other = await page(api.client, "/console?workflow=other")
-    assert "Other thing" in only_other and "Refund 1 for A-1" not in only_other
+    assert "Other thing" in only_other and "Refund 91.37 EUR for A-1" not in only_other
     _, by_channel = await page(api.client, "/console?channel=webhook%3Aops")
-    assert "Other thing" in by_channel and "Refund 1 for A-1" not in by_channel
+    assert "Other thing" in by_channel and "Refund 91.37 EUR for A-1" not in by_channel
     _, for_bob = await page(api.client, "/console?approver=bob")
-    assert "Refund 1 for A-1" in for_bob and "Other thing" not in for_bob
+    assert "Refund 91.37 EUR for A-1" in for_bob and "Other thing" not in for_bob
 
 
 async def test_runs_page_lists_runs_with_their_status(api: Api) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from bot.web.demo import run_demo
+from bot.web.demo import run_demo, start_demo
 from bot.web.login import local_admin_link
 from engine.model import RunStatus
 from engine.ports import ManualClock
@@ -21,8 +21,10 @@ from tests.support.process import ROOT, Server, cli, free_port
 from tests.support.web import (
     REFUND_DEMO,
     csrf_of,
+    link_path,
     local,
     page,
+    pending_request,
     running_web,
     submit,
     web_config,
@@ -132,3 +134,35 @@ async def _complete_the_demo(http: aiohttp.ClientSession, login_link: str) -> No
                 return
         await asyncio.sleep(0.1)
     raise AssertionError("the demo run did not complete")
+
+
+async def test_the_demo_refunds_what_its_lookup_found(migrated_db_url: str) -> None:
+    """The shipped ``refund-demo`` asks to refund the amount and currency its own lookup found
+    (not a fixed figure), and the approval page shows that lookup's output next to the refund's
+    arguments, since the approval rests on it."""
+    async with running_web(migrated_db_url, secret_key=SECRET, clock=ManualClock()) as api:
+        run = await start_demo(api.engine)
+        request = await pending_request(api.engine, run.id)
+        journal = await api.engine.store.journal(run.id)
+        found = next(
+            e.data["output"] for e in journal if e.step_id == "lookup" and "output" in e.data
+        )
+        amount, currency = found["amount"], found["currency"]
+        assert currency == "EUR" and isinstance(amount, float)
+        assert request.reason == f"Refund {amount:.2f} EUR for {run.input['order']}"
+        assert request.details["args"] == {
+            "order": run.input["order"], "amount": amount, "currency": "EUR",
+        }  # fmt: skip
+        assert request.details["stepOutputs"] == [{"stepId": "lookup", "output": found}]
+
+        status, html = await page(api.client, link_path(api.client, request, "bob"))
+        assert status == 200
+        assert "Output of step <code>lookup</code>" in html
+        assert f"&#34;customer&#34;: &#34;{found['customer']}&#34;" in html
+
+        assert (await submit(api.client, link_path(api.client, request, "bob"),
+                             {"action": "grant"})).status == 303  # fmt: skip
+        await wait_status(api.engine, run.id, RunStatus.COMPLETED)
+        refund = (await api.engine.store.ledger(run_id=run.id))[-1]
+        assert refund["action"] == "refund"
+        assert refund["args"] == {"order": run.input["order"], "amount": amount, "currency": "EUR"}

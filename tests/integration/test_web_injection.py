@@ -21,7 +21,7 @@ OUR_TAGS = {
     "html", "head", "meta", "title", "link", "body", "header", "nav", "a", "form", "input",
     "span", "button", "main", "p", "strong", "section", "h1", "h2", "h3", "dl", "dt", "dd",
     "code", "pre", "time", "ol", "li", "label", "textarea", "table", "thead", "tbody", "tr",
-    "th", "td", "div", "select", "option", "ul", "script", "noscript", "progress", "br",
+    "th", "td", "div", "select", "option", "ul", "script", "noscript", "progress", "br", "footer",
 }  # fmt: skip
 
 
@@ -69,7 +69,11 @@ async def test_hostile_values_are_text_on_every_page(api: Api) -> None:
     requests = {}
     for name, value in HOSTILE.items():
         run, _ = await api.engine.start_run(
-            "refund-demo", {"order": value, "amount": value}, AGENT, agent=value
+            # An agent may only name a sub-agent of its own token: the hostile part is the sub.
+            "refund-demo",
+            {"order": value},
+            AGENT,
+            agent=f"{AGENT.token}/{value}",
         )
         requests[name] = await pending_request(api.engine, run.id)
 

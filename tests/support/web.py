@@ -7,6 +7,7 @@ import re
 import textwrap
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -23,18 +24,22 @@ from tests.support.api import Api, serving
 from tests.support.engines import PEOPLE, wait_for
 from tests.support.process import free_port
 
-REFUND_DEMO = """
-refund-demo:
-  nodes:
-    - {id: lookup, type: connector, connector: demo-ledger, action: lookup,
-       args: {order: "{{ input.order }}"}}
-    - {id: approve, type: approval, reason: "Refund {{ input.amount }} for {{ input.order }}",
-       approvers: [finance], channels: [web], timeoutMinutes: 30, onDeny: notify-denied}
-    - {id: refund, type: connector, connector: demo-ledger, action: refund,
-       args: {order: "{{ input.order }}", amount: "{{ input.amount }}"}, next: end}
-    - {id: notify-denied, type: connector, connector: demo-ledger, action: note,
-       args: {text: "refund refused"}}
-"""
+
+def _app_yaml_workflow(name: str) -> str:
+    """One workflow of the shipped ``app.yaml``, as a ``workflows:`` entry: the tests run the
+    demo people get, so it cannot drift from what they test."""
+    text = (Path(__file__).resolve().parents[2] / "app.yaml").read_text()
+    lines = text.split("\nworkflows:\n", 1)[1].splitlines()
+    start = lines.index(f"  {name}:")
+    block = [lines[start]]
+    for line in lines[start + 1 :]:
+        if line.strip() and not line.startswith("    "):
+            break  # the next workflow or top-level key
+        block.append(line)
+    return textwrap.dedent("\n".join(block)) + "\n"
+
+
+REFUND_DEMO = _app_yaml_workflow("refund-demo")
 
 _CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from engine.model import JournalEntry, JournalEvent
-from engine.timeline import TimelineReader, human_duration
+from engine.timeline import TimelineReader, human_duration, minutes_text
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -98,3 +98,11 @@ def test_human_durations() -> None:
     assert [human_duration(s) for s in (0.0004, 0.25, 4.21, 61, 3 * 3600 + 125)] == [
         "0 ms", "250 ms", "4.2 s", "1 min 1 s", "3 h 2 min",
     ]  # fmt: skip
+
+
+def test_minutes_read_as_hours_and_minutes() -> None:
+    cases = {0: "0 min", 1: "1 min", 2: "2 min", 59: "59 min", 60: "1 h", 61: "1 h 1 min",
+             1438: "23 h 58 min", 1440: "1 d", 1505: "1 d 1 h 5 min",
+             2 * 1440 + 180: "2 d 3 h"}  # fmt: skip
+    assert {m: minutes_text(m) for m in cases} == cases
+    assert human_duration(2 * 3600) == "2 h"  # not "2 h 0 min"

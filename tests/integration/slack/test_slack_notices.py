@@ -88,7 +88,7 @@ async def test_escalation_and_reminder_are_posted_once_each(migrated_db_url: str
         card, (escalated,) = await thread_of(h, 1)
         assert "Escalated" in escalated.text
         assert "<@U0DAVE001>" in texts(escalated)
-        assert "5 minutes" in texts(escalated)
+        assert "has waited 5 min without" in texts(escalated)
 
         clock.advance(minutes=15)
         await h.engine.sweeper.sweep_once()

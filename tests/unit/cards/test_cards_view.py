@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -107,6 +108,38 @@ def test_safe_url() -> None:
     for bad in ("javascript:alert(1)", "https://x/a|b", "https://x/<a>", "https://x y",
                 "https://x/\u202e", "/relative", None, 42, "https://\u017f.example"):  # fmt: skip
         assert safe_url(bad) is None, bad
+
+
+def test_cards_say_how_long_is_left_in_hours_and_minutes() -> None:
+    from cards.render import render_slack_card
+
+    request = replace(sample_request("pending"), expires_at=SAMPLE_NOW + timedelta(minutes=1438))
+    view = build_view(request, sample_run(), approval_url=None, run_url=None, now=SAMPLE_NOW)
+
+    assert view.expires_in == "23 h 58 min"
+    assert render_slack_card(view)["text"].endswith("(expires in 23 h 58 min)")
+
+
+def test_cards_show_the_earlier_outputs_the_approval_rests_on() -> None:
+    from cards.render import render_slack_card, render_teams_card, render_web_card
+
+    lookup = {"amount": 37.51, "currency": "EUR", "order": "A-1042"}
+    base = sample_request("pending")
+    details = {**base.details, "stepOutputs": [{"stepId": "lookup", "output": lookup},
+                                               {"stepId": 7}, "junk"]}  # fmt: skip
+    view = build_view(replace(base, details=details), sample_run(), approval_url=None,
+                      run_url=None, now=SAMPLE_NOW)  # fmt: skip
+
+    assert [(o.step_id, o.output_json) for o in view.step_outputs] == [
+        ("lookup", '{\n  "amount": 37.51,\n  "currency": "EUR",\n  "order": "A-1042"\n}')
+    ]  # malformed entries left out
+    slack = json.dumps(render_slack_card(view))
+    assert "*Output of step lookup*" in slack and '\\"amount\\": 37.51' in slack
+    teams = json.dumps(render_teams_card(view))
+    assert "Output of step " in teams and '\\"currency\\": \\"EUR\\"' in teams
+    web = render_web_card(view, csrf_token=None, form_action=None)
+    assert "Output of step <code>lookup</code>" in web and "&#34;amount&#34;: 37.51" in web
+    assert not sample_view("pending").step_outputs  # no details: no section
 
 
 def test_an_admin_override_is_named_on_every_card() -> None:
