@@ -49,7 +49,8 @@ async def api(migrated_db_url: str) -> AsyncIterator[Api]:
 
 async def _queue(api: Api) -> dict[str, str]:
     """Requests of each shape, a minute apart: an approval node (carol), a manual takeover
-    naming nobody (the project's approvers), a held call (bob), the approval node again; their ids by name."""
+    naming nobody (the project's approvers), a held call (bob), the approval node again;
+    their ids by name."""
     clock = api.engine.clock
     assert isinstance(clock, ManualClock)
     ids: dict[str, str] = {}
