@@ -109,7 +109,7 @@ def test_a_bomb_stops_at_a_limit(template: str, says: str) -> None:
 def test_a_reason_or_summary_stops_too(template: str, says: str) -> None:
     started = time.perf_counter()
     assert render_text(template, CONTEXT) == template  # lenient: the text as written
-    with pytest.raises(ExpressionLimit, match="^expression limit: "):
+    with pytest.raises(ExpressionLimit, match=r"^expression limit: "):
         render_text(template, CONTEXT, strict=True)
     assert time.perf_counter() - started < 1.6
 
@@ -142,7 +142,8 @@ def test_the_time_limit_stops_work_the_counts_allow() -> None:
     [
         ("{% for i in range(1000) %}{% endfor %}done", "done"),
         (
-            "{% for i in input.items[:3] %}{% for j in 'ab' %}{{ i }}{{ j }}{% endfor %}{% endfor %}",
+            "{% for i in input.items[:3] %}{% for j in 'ab' %}{{ i }}{{ j }}{% endfor %}"
+            "{% endfor %}",
             "0a0b1a1b2a2b",
         ),
         ("{{ input.items|length }}", 1000),
