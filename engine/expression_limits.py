@@ -256,8 +256,13 @@ def _estimate_replace(text: Any, old: Any, new: Any, count: Any) -> None:
 
 def _estimate_join(separator: Any, items: list[Any]) -> None:
     total = len(separator) * max(len(items) - 1, 0)
-    for item in items:
-        total += _length(item)
+    for item in items:  # texts and numbers (most joins) without size()'s walk
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, int):
+            total += item.bit_length() // 3 + 2
+        else:
+            total += _length(item)
         if total > MAX_SIZE:
             raise _too_big(f"joining {len(items):,} items")
 
