@@ -255,7 +255,8 @@ def _render(text: str, context: Mapping[str, Any], strict: bool) -> str:
             out.append(str(value))
         else:
             return bounded_concat(out)
-    return str(_bounded(lambda: _template(text, strict).render(**context)))
+    template = _template(text, strict)  # compiled outside the budget: once, bounded by length
+    return str(_bounded(lambda: template.render(**context)))
 
 
 def _lookup(names: tuple[str, ...], context: Mapping[str, Any]) -> tuple[bool, Any]:
@@ -421,7 +422,8 @@ def _evaluate_text(text: str, context: Mapping[str, Any]) -> Any:
             path = _path(source)
             found, value = _lookup(path, context) if path is not None else (False, None)
             if not found:
-                value = _bounded(lambda: _expression(source)(**context))
+                compiled = _expression(source)
+                value = _bounded(lambda: compiled(**context))
             if isinstance(value, Undefined):
                 value._fail_with_undefined_error()
             if not isinstance(value, _DATA):
