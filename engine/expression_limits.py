@@ -8,7 +8,8 @@ plain Python here, and no jinja2.
 
     MAX_OPERATIONS      loop iterations, calls, filters and operators in one evaluation; a
                         filter over a list counts one per item
-    MAX_SECONDS         wall time of one evaluation, checked at every operation
+    MAX_SECONDS         wall time of one evaluation (not its compiling), checked at every
+                        operation
     MAX_SIZE            characters of any text an expression builds or renders, and the JSON
                         size of any list or mapping it builds (1 MiB: the largest request
                         body, so passing a whole input through always fits)
