@@ -17,6 +17,7 @@ from typing import Any
 
 from engine.config_policies import Rule, parse_rules
 from engine.config_values import CALLABLE_RE, NAME_RE, Section, join, type_name
+from engine.expressions import check_template
 
 __all__ = [
     "DEMO_LEDGER",
@@ -234,6 +235,8 @@ def _parse_actions(s: Section, kind: ConnectorType | None) -> dict[str, ActionCo
                     a.error(key, f"only valid on http connectors, not {kind.value}")
         action_kind = a.choice("kind", ActionKind.WRITE, [k.value for k in ActionKind])
         summary = a.text("summary")
+        if summary is not None and (why := check_template(summary)) is not None:
+            a.error("summary", why)
         method = a.choice("method", "POST", HTTP_METHODS)
         action_path = a.text("path", "/" + name)
         if action_path is not None and not action_path.startswith("/"):

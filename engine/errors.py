@@ -13,7 +13,8 @@
     ├── Gone                        expired link or call
     ├── NondeterminismError         the journal and the graph disagree on replay
     ├── StepError                   a step failed (connector, tool, LLM); retried or fails the run
-    │   └── ConnectorError
+    │   ├── ConnectorError
+    │   └── ExpressionLimit         a workflow expression went past a limit; never retried
     └── StoreError                  the database could not be reached or answered wrongly
 
 The REST API maps each type to one HTTP status and one ``error`` code in ``bot/api/errors.py``.
@@ -115,6 +116,11 @@ class StepError(SignoffError):
 
 class ConnectorError(StepError):
     code = "connector_failed"
+
+
+class ExpressionLimit(StepError):
+    """A workflow expression went past one of ``engine/expression_limits.py``'s limits; the
+    message starts ``expression limit: `` and says which. Running it again cannot help."""
 
 
 class StoreError(SignoffError):

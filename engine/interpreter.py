@@ -25,6 +25,7 @@ from typing import Any
 
 from engine import notify
 from engine.errors import (
+    ConfigError,
     NondeterminismError,
     NotFound,
     StepError,
@@ -105,6 +106,8 @@ class Interpreter:
             workflow = await s.workflows.get(run.workflow)
         except NotFound as exc:
             return await walk.fail(None, exc.message)
+        except ConfigError as exc:  # stored by an older version that checked less: never runs
+            return await walk.fail(None, f"workflow {run.workflow!r} is invalid: {exc.message}")
         try:
             return await walk.walk(workflow)
         except NondeterminismError as exc:
@@ -306,7 +309,10 @@ class _Walk(RunWriter):
         s = self.s
         child_id = step.started.data.get("childRunId") if step.started else None
         if child_id is None:
-            child_input = evaluate(dict(node.args), self.context)
+            try:
+                child_input = evaluate(dict(node.args), self.context)
+            except StepError as exc:  # raised, it would reach the worker: retried forever
+                return await self.fail(node, exc.message, step_failed=True)
             child_id = s.ids.new_id()
             started = self._started(node, childRunId=child_id)
             await self._park(

@@ -27,6 +27,7 @@ from engine.config_values import (
     type_name,
 )
 from engine.errors import ConfigError
+from engine.expressions import check_template
 from engine.model import END, Node, NodeType, TimeoutBehavior, Workflow
 
 __all__ = ["check_channel", "load_workflow", "parse_workflow", "successors"]
@@ -287,6 +288,8 @@ def _parse_node(raw: Any, path: str, problems: list[str], expand: Expand | None)
         s.error("onDeny", "must name a node (a denial cannot jump to end)")
     args = _parse_args(s)
     reason = _name(s, "reason")
+    for key, text in (("reason", reason), ("prompt", prompt)):
+        _check_expressions(text, s.at(key), problems)
     if reason is None and node_type == NodeType.APPROVAL:
         reason = DEFAULT_REASON
 
@@ -361,7 +364,22 @@ def _parse_args(s: Section) -> dict[str, Any]:
         s.problems.append(why)
         return {}
     args: dict[str, Any] = plain(raw)
+    _check_expressions(args, s.at("args"), s.problems)
     return args
+
+
+def _check_expressions(value: Any, path: str, problems: list[str]) -> None:
+    """Every template text inside ``value``: its syntax, and the expression limits that show
+    without running it (``engine.expressions.check_template``)."""
+    if isinstance(value, str):
+        if (why := check_template(value)) is not None:
+            problems.append(f"{path}: {why}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_expressions(item, join(path, key), problems)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_expressions(item, join(path, i), problems)
 
 
 def _unique(s: Section, key: str) -> tuple[str, ...]:

@@ -26,6 +26,9 @@ escape:
     - {id: prepare, type: connector, connector: demo-ledger, action: note, args: {text: "ok"}}
     - {id: bad, type: connector, connector: demo-ledger, action: note,
        args: {text: "{{ ''.__class__.__mro__ }}"}}
+parent:
+  nodes:
+    - {id: child, type: workflow, workflow: escape, args: {order: "{{ input.missing.id }}"}}
 """
 
 
@@ -84,3 +87,16 @@ async def test_the_sandbox_fails_the_step_cleanly(engine: Engine) -> None:
         return engine.workers.active == 0  # the worker lived on, with nothing left to do
 
     await wait_for(worker_done)
+
+
+async def test_a_child_workflows_failing_arguments_fail_the_step(engine: Engine) -> None:
+    """Before, the error reached the worker, which handed the run on to be retried for ever."""
+    run, _ = await engine.start_run("parent", {}, AGENT)
+    assert await wait_status(engine, run.id, RunStatus.FAILED) == RunStatus.FAILED
+    failed = await engine.store.get_run(run.id)
+    assert failed.error is not None and "input.missing.id" in failed.error
+    journal = await engine.store.journal(run.id)
+    assert [(e.event, e.step_id) for e in journal[-2:]] == [
+        (JournalEvent.STEP_FAILED, "child"),
+        (JournalEvent.RUN_FAILED, "child"),
+    ]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from engine.errors import StepError
-from engine.expressions import check_syntax, evaluate, is_template, render_text
+from engine.expressions import check_template, evaluate, is_template, render_text
 
 CONTEXT: dict[str, Any] = {
     "input": {
@@ -135,10 +135,10 @@ def test_render_text_is_lenient_unless_strict() -> None:
 
 
 def test_syntax_check_and_detection() -> None:
-    assert check_syntax("{{ input.n }}") is None
-    assert check_syntax("plain") is None
-    assert check_syntax("{{ input.n ") is not None
-    assert check_syntax("{% if %}") is not None
+    assert check_template("{{ input.n }}") is None
+    assert check_template("plain") is None
+    assert check_template("{{ input.n ") is not None
+    assert check_template("{% if %}") is not None
     assert is_template("a {{ b }}") and is_template("{% if x %}{% endif %}")
     assert is_template("{# note #}")
     assert not is_template("a { b } c")
