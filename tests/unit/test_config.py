@@ -60,7 +60,10 @@ def test_root_app_yaml_loads_with_an_empty_environment() -> None:
     demo = config.workflows["refund-demo"]
     assert [n.id for n in demo.nodes] == ["lookup", "approve", "refund", "notify-denied"]
     approve = demo.node("approve")
-    assert approve.reason == "Refund {{ input.amount }} for {{ input.order }}"
+    assert approve.reason == (  # what the lookup found, not a figure the caller made up
+        "Refund {{ '%.2f'|format(steps.lookup.output.amount) }} "
+        "{{ steps.lookup.output.currency }} for {{ input.order }}"
+    )
     assert (approve.approvers, approve.channels, approve.on_deny) == (
         ("finance",),
         ("web",),
