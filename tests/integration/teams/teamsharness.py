@@ -133,6 +133,8 @@ class Teams:
     async def post(self, activity: dict[str, Any], **headers: str) -> tuple[int, Any]:
         resp = await self.client.post("/api/messages", json=activity, headers=headers)
         text = await resp.text()
+        if resp.content_type != "application/json":
+            return resp.status, text or None  # e.g. aiohttp's 404 for a route not mounted
         return resp.status, (json.loads(text) if text else None)
 
     async def install(
@@ -239,12 +241,17 @@ async def card_posted(teams: Teams, run_id: str) -> tuple[str, str]:
     return request.id, message.message_ref
 
 
-def config_text(db_url: str, workflows_yaml: str, extra: str = "") -> str:
+# The tests send unsigned activities, as the Agents Playground does: they must say so.
+UNSIGNED = "teams: {insecureLocalDev: true}\n"
+
+
+def config_text(db_url: str, workflows_yaml: str, extra: str = "", *, teams: str = UNSIGNED) -> str:
     return (
         f"database: {{url: '{db_url}'}}\n"
         "server: {workers: 8, leaseSeconds: 30, pollSeconds: 0.05, "
         "publicUrl: 'http://signoff.test'}\n"
         + people_yaml()
+        + teams
         + textwrap.dedent(extra)
         + "workflows:\n"
         + textwrap.indent(textwrap.dedent(workflows_yaml), "  ")
@@ -257,11 +264,12 @@ async def running_teams(
     workflows_yaml: str,
     *,
     extra: str = "",
+    teams: str = UNSIGNED,
     connector: FakeConnector | None = None,
     sweep_interval_seconds: float = 3600.0,
 ) -> AsyncIterator[Teams]:
     clock = ManualClock()
-    config = parse_config(config_text(db_url, workflows_yaml, extra), {})
+    config = parse_config(config_text(db_url, workflows_yaml, extra, teams=teams), {})
     options = EngineOptions(
         clock=clock,
         ids=SequentialIds("id"),

@@ -49,7 +49,7 @@ def message(teams: Teams, text: str = "help", **fields: Any) -> dict[str, Any]:
 async def test_an_unusable_activity_is_a_400(teams: Teams, fields: dict[str, Any]):
     status, body = await teams.post(message(teams, **fields))
     assert status == 400, body
-    assert set(body) == {"error"}
+    assert set(body) == {"error", "message"}
     assert teams.connector.calls == []
 
 
