@@ -131,7 +131,12 @@ class Teams:
         return activity
 
     async def post(self, activity: dict[str, Any], **headers: str) -> tuple[int, Any]:
-        resp = await self.client.post("/api/messages", json=activity, headers=headers)
+        return await self.post_raw(json.dumps(activity).encode(), **headers)
+
+    async def post_raw(self, data: bytes, **headers: str) -> tuple[int, Any]:
+        """POST ``data`` as it is (JSON no parser should accept, say)."""
+        headers = {"Content-Type": "application/json", **headers}
+        resp = await self.client.post("/api/messages", data=data, headers=headers)
         text = await resp.text()
         if resp.content_type != "application/json":
             return resp.status, text or None  # e.g. aiohttp's 404 for a route not mounted

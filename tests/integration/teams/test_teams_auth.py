@@ -8,6 +8,7 @@ from that issuer, for this app id, unexpired, for this serviceUrl is accepted.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -79,4 +80,42 @@ async def test_a_token_for_another_url_is_refused_on_an_activity_without_one(
     del activity["serviceUrl"]
     status, _ = await teams.post(activity, Authorization=f"Bearer {bearer}")
     assert status in (400, 401)
+    assert not await stored(teams)
+
+
+# JSON no parser of ours accepts (engine.json_input), each spliced into a valid activity.
+BAD_JSON = {
+    "NaN": b'"x": NaN',
+    "Infinity": b'"x": -Infinity',
+    "1e400": b'"x": 1e400',
+    "a huge integer": b'"x": ' + b"9" * 40,
+    "deep nesting": b'"x": ' + b"[" * 200 + b"]" * 200,
+    "NUL": b'"x": "a\\u0000b"',
+    "a lone surrogate": b'"x": "\\ud800"',
+}
+
+
+def spliced(activity: dict[str, Any], member: bytes) -> bytes:
+    return json.dumps(activity).encode()[:-1] + b", " + member + b"}"
+
+
+@pytest.mark.parametrize("body", [b"", b"{not json", b"[" * 5000, *BAD_JSON.values()])
+async def test_without_a_token_the_body_is_not_even_read(teams: Teams, body: bytes):
+    # Authentication comes first: a caller without a token learns nothing about its body.
+    status, answer = await teams.post_raw(body)
+    assert status == 401 and answer["error"] == "unauthorized"
+    status, _ = await teams.post_raw(spliced(install_activity(teams), BAD_JSON["NaN"]))
+    assert status == 401
+    assert not await stored(teams)
+
+
+@pytest.mark.parametrize("case", list(BAD_JSON))
+async def test_with_a_token_json_we_refuse_is_a_400_and_changes_nothing(
+    teams: Teams, signing_key, case: str
+):
+    bearer = token(signing_key, teams.connector.service_url)
+    body = spliced(install_activity(teams), BAD_JSON[case])
+    status, answer = await teams.post_raw(body, Authorization=f"Bearer {bearer}")
+    assert status == 400, answer
+    assert answer["error"] == "invalid_json" and set(answer) == {"error", "message"}
     assert not await stored(teams)
