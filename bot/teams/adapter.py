@@ -2,7 +2,7 @@
 
 The Bot Framework SDK is archived upstream (its successor is the Microsoft 365 Agents SDK), so
 everything else in ``bot/teams/`` talks to this module through plain dataclasses and dicts:
-``Incoming`` (one activity as received), ``TurnReply`` (what to answer), ``Outgoing`` (a
+``Incoming`` (one activity as received), ``TurnReply`` (an invoke's answer), ``Outgoing`` (a
 message to send) and ``ConnectorFailure`` (a send that failed, with the HTTP status and any
 ``Retry-After``). Switching SDKs means rewriting this file alone.
 
@@ -55,7 +55,6 @@ from botframework.connector.auth.skill_validation import SkillValidation
 from msrest.exceptions import ClientRequestError, HttpOperationError
 from msrest.universal_http.requests import ClientRetryPolicy
 
-from bot.teams.pacing import Throttled
 from bot.teams.tokens import FETCH_TIMEOUT, NotAuthenticated, SigningKeys, TokenGate
 from engine.config_sections import TeamsConfig
 
@@ -79,6 +78,7 @@ class Incoming:
     text: str  # messages: the text with the bot's own @mention removed
     value: Any  # invokes: {"action": {"type", "verb", "data"}, "trigger"}
     conversation_id: str  # for a channel post, without its ";messageid=" thread suffix
+    thread: str | None  # that suffix: the root activity id of the channel thread it came in
     sender_aad: str | None  # the Azure AD object id of the person who acted
     bot_added: bool  # conversationUpdate/installationUpdate that (re)installed the bot
     reference: dict[str, Any]  # the serialized ConversationReference, for proactive sends
@@ -101,9 +101,9 @@ class InvokeReply:
 
 @dataclass(frozen=True, slots=True)
 class TurnReply:
-    """What a turn answers: messages into the conversation, and for an invoke, its response."""
+    """What a turn answers: for an invoke, its response. Messages into the conversation go
+    through the outbox (``bot.teams.sink``), paced and retried, never sent inline."""
 
-    messages: tuple[Outgoing, ...] = ()
     invoke: InvokeReply | None = None
 
 
@@ -167,8 +167,8 @@ class TeamsAdapter:
         pace: Pace | None = None,
         fetch_timeout: float = FETCH_TIMEOUT,
     ) -> None:
-        """``pace(conversation_id)`` is entered around every call to the Bot Connector (turn
-        replies, proactive sends, updates), so one rate limiter sees them all;
+        """``pace(conversation_id)`` is entered around every call to the Bot Connector
+        (proactive sends and updates), so one rate limiter sees them all;
         ``fetch_timeout`` bounds each fetch of the signing keys."""
         self.app_id = config.app_id
         self._pace = pace
@@ -237,10 +237,7 @@ class TeamsAdapter:
 
         async def on_turn(context: TurnContext) -> None:
             async with _closing(context):
-                incoming = _incoming(context.activity)
-                reply = await handler(incoming)
-                for message in reply.messages:
-                    await self._reply(context, incoming.conversation_id, message)
+                reply = await handler(_incoming(context.activity))
                 if reply.invoke is not None:
                     # What send_activity does with an invokeResponse activity, minus its deep
                     # copy of the whole card (a millisecond per click).
@@ -253,28 +250,6 @@ class TeamsAdapter:
         if result is None:
             return None
         return InvokeReply(int(result.status), result.body or {})
-
-    async def _reply(self, context: TurnContext, conversation_id: str, message: Outgoing) -> None:
-        """Send one turn reply. One that cannot be sent (the pace would wait too long, the
-        connector refuses, or answers what msrest cannot read, no token for it can be had) is
-        logged and dropped: the activity itself was handled, and answering it with a 500 would
-        only make Teams deliver it, and run its command, again."""
-        try:
-            async with self._paced(conversation_id):
-                await context.send_activity(_activity(message))
-        except (
-            Throttled,
-            HttpOperationError,
-            ClientRequestError,
-            DeserializationError,
-            OSError,
-        ) as exc:
-            log.warning(
-                "teams: a reply in %s was not sent: %s: %s",
-                conversation_id,
-                type(exc).__name__,
-                exc,
-            )
 
     # -- outgoing ------------------------------------------------------------------------------
 
@@ -351,6 +326,12 @@ def base_conversation_id(conversation_id: str) -> str:
     return conversation_id.split(_THREAD, 1)[0]
 
 
+def thread_root(conversation_id: str) -> str | None:
+    """The root activity id in a channel post's conversation id (None: not in a thread)."""
+    _, found, root = conversation_id.partition(_THREAD)
+    return root or None if found else None
+
+
 def _connector(context: TurnContext) -> Any:
     return context.turn_state[CloudAdapterBase.BOT_CONNECTOR_CLIENT_KEY]
 
@@ -401,6 +382,7 @@ def _incoming(activity: Activity) -> Incoming:
         text=text,
         value=activity.value,
         conversation_id=base_conversation_id(conversation.id if conversation else ""),
+        thread=thread_root(conversation.id if conversation else ""),
         sender_aad=sender.aad_object_id if sender else None,
         bot_added=bot_added,
         reference=reference.serialize(),
@@ -461,4 +443,5 @@ __all__ = [
     "TurnReply",
     "base_conversation_id",
     "thread_conversation_id",
+    "thread_root",
 ]

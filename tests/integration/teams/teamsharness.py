@@ -229,9 +229,13 @@ async def start_run(teams: Teams, **input: object) -> str:
 
 
 async def subscribed(teams: Teams) -> None:
+    """The bot installed in CHANNEL, named teams:ops, and its confirmation posted (replies go
+    through the outbox: waiting for it keeps it out of what the test then counts)."""
     await teams.install()
+    before = len(teams.connector.posts())
     status, _ = await teams.say("subscribe ops", as_="alice")
     assert status == 200
+    await teams.connector.wait_for(lambda c: len(c.posts()) > before)
 
 
 async def card_posted(teams: Teams, run_id: str) -> tuple[str, str]:
