@@ -143,3 +143,42 @@ async def test_a_key_fetch_that_hangs_gives_up_fast(signing_key):
         with pytest.raises(NotAuthenticated):
             await adapter.authenticate(f"Bearer {token(signing_key, 'http://127.0.0.1:9/')}")
         assert time.monotonic() - started < 2.0
+
+
+async def test_the_keys_are_kept_a_day_and_looked_up_again_sparingly(signing_key):
+    from bot.teams.tokens import (
+        FAILED_FETCH_PAUSE,
+        KEYS_MAX_AGE,
+        UNKNOWN_KEY_REFETCH,
+        SigningKeys,
+    )
+    from tests.fakes.openid import KID
+
+    now = [1000.0]
+    issuer = Issuer()
+    with openid_server(signing_key, issuer) as metadata_url:
+        keys = SigningKeys(metadata_url, now=lambda: now[0])
+        await asyncio.gather(*(keys.get(KID) for _ in range(5)))
+        assert issuer.metadata_fetches == 1  # five at once share one fetch
+
+        with pytest.raises(PermissionError):
+            await keys.get("rotated-away")
+        assert issuer.metadata_fetches == 1  # fetched a moment ago: not again
+        now[0] += UNKNOWN_KEY_REFETCH
+        with pytest.raises(PermissionError):
+            await keys.get("rotated-away")
+        assert issuer.metadata_fetches == 2  # a new key may have been published meanwhile
+
+        now[0] += KEYS_MAX_AGE - 1
+        await keys.get(KID)
+        assert issuer.metadata_fetches == 2  # still within the day
+        now[0] += 1
+        issuer.down = True
+        await keys.get(KID)  # a day old and the issuer is down: the keys held are used
+        assert issuer.metadata_fetches == 3
+        await keys.get(KID)
+        assert issuer.metadata_fetches == 3  # not asked again at once
+        now[0] += FAILED_FETCH_PAUSE
+        issuer.down = False
+        await keys.get(KID)
+        assert issuer.metadata_fetches == 4
