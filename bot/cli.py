@@ -170,6 +170,7 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 async def _token(config: AppConfig, args: argparse.Namespace) -> int:
     from bot.tokens import hash_token, new_token
+    from engine.approvers import admin_token_problem
     from engine.ports import SystemClock
     from engine.store import Database, SqlStore
 
@@ -180,6 +181,10 @@ async def _token(config: AppConfig, args: argparse.Namespace) -> int:
             if args.person is not None and args.person not in config.people:
                 print(f"error: --person {args.person!r} is not in people:", file=sys.stderr)
                 return EXIT_CONFIG
+            if args.role == Role.ADMIN.value:  # the one rule: engine.approvers
+                if (problem := admin_token_problem(config, args.person)) is not None:
+                    print(f"error: {problem}; no token created", file=sys.stderr)
+                    return EXIT_CONFIG
             token = new_token()
             await store.create_token(
                 args.name, Role(args.role), args.person, hash_token(token), SystemClock().now()
@@ -236,7 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(create)
     create.add_argument("--role", required=True, choices=[r.value for r in Role])
     create.add_argument("--name", required=True, help="a unique name for the token")
-    create.add_argument("--person", help="tie the token to someone in people:")
+    create.add_argument(
+        "--person", help="tie the token to someone in people: (an admin token: in admins:)"
+    )
     listing = token_sub.add_parser("list", help="list tokens (never their values)")
     _add_config(listing)
     revoke = token_sub.add_parser("revoke", help="revoke a token by name")

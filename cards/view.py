@@ -110,6 +110,7 @@ class ApprovalView:
     approval_url: str | None
     run_url: str | None
     now: datetime | None  # when the view was built, for "expires in"; None: not shown
+    override: str | None = None  # "admin override": decided_by decided as an admin
 
     @property
     def actions(self) -> tuple[str, ...]:
@@ -254,7 +255,26 @@ def build_view(
         approval_url=safe_url(approval_url),
         run_url=safe_url(run_url),
         now=_utc(now) if now else None,
+        override=override_label(request),
     )
+
+
+def override_label(request: TakeoverRequest) -> str | None:
+    """ "admin override" when the request's decider decided it as an admin, not as one of its
+    approvers (``details.override``, written with the decision); None otherwise."""
+    raw = request.details.get("override") if isinstance(request.details, dict) else None
+    if isinstance(raw, dict) and raw.get("by") == request.decided_by and request.decided_by:
+        kind = raw.get("override")
+        return f"{kind} override" if isinstance(kind, str) and kind.isidentifier() else None
+    return None
+
+
+def decider_text(request: TakeoverRequest, actor: str | None) -> str | None:
+    """``actor`` as a notice names them: "alice (admin override)" for the overriding decider."""
+    label = override_label(request)
+    if label and actor == request.decided_by:
+        return f"{actor} ({label})"
+    return actor
 
 
 def _utc(moment: datetime) -> datetime:

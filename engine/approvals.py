@@ -1,7 +1,8 @@
 """Deciding takeover requests: who may, and what each decision does.
 
 Every front end (REST API, Slack buttons, Teams invokes, the web page) calls these methods with
-the acting ``Principal``; authorization happens here, once, for all of them. The store applies
+the acting ``Principal``; authorization happens here, once, for all of them, by the rules of
+``engine.approvers`` (approvers, admin overrides, who may open a takeover). The store applies
 each decision as one conditional UPDATE, so double clicks and races yield exactly one decision.
 A decision is authorized inside its own transaction, on the request row the UPDATE returns (or,
 when it matched nothing, the row as it stands): a refusal rolls the decision back, and no
@@ -12,13 +13,23 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from engine import notify
+from engine.approvers import (
+    decision_refusal,
+    override_of,
+    releases_freely,
+    run_deciders,
+    takeover_deciders,
+)
+from engine.call_workflow import is_call_workflow
+from engine.config import AppConfig, parse_config
 from engine.errors import Forbidden, InvalidRequest, NotFound
 from engine.model import (
     Principal,
     Role,
+    Run,
     TakeoverKind,
     TakeoverRequest,
     TakeoverStatus,
@@ -27,8 +38,12 @@ from engine.model import (
 from engine.ports import Clock, IdSource
 
 if TYPE_CHECKING:  # the store's own modules import rules from here
+    from engine.services import WorkflowLookup
     from engine.store import Adopt, SqlStore
     from engine.workers import Workers
+
+Override = dict[str, Any] | None
+"""What a decision's check returns: extra journal data for an admin override, or None."""
 
 MAX_TIMEOUT_MINUTES = 1440
 MAX_NOTES = 4000
@@ -44,7 +59,8 @@ class Approvals:
         wake: Callable[[], None] = lambda: None,  # runs were queued
         wake_outbox: Callable[[], None] = lambda: None,
         workers: Workers | None = None,
-        admins: Sequence[str] = (),
+        config: AppConfig | None = None,
+        workflows: WorkflowLookup | None = None,  # a run's deciders, a takeover's stepId
     ) -> None:
         self.store = store
         self.clock = clock
@@ -52,25 +68,28 @@ class Approvals:
         self.wake = wake
         self.wake_outbox = wake_outbox
         self.workers = workers
-        self.admins = frozenset(admins)
+        self.config = config if config is not None else parse_config("", {})
+        self.workflows = workflows  # a run's own deciders (``run_deciders``)
 
     # -- authorization -------------------------------------------------------------------------
 
     def refusal(self, request: TakeoverRequest, who: Principal) -> str | None:
-        """Why ``who`` may not decide ``request``, or None when they may."""
-        if who.role == Role.AGENT:
-            return "agents cannot decide approval requests"
-        if not request.allow_self_approval and request.requested_by in (who.name, who.person):
-            return "you started this run, so you cannot approve it"
-        if request.approvers:
-            if who.person is None or who.person not in request.approvers:
-                return "you are not an approver for this request"
-        return None
+        """Why ``who`` may not decide ``request``, or None when they may
+        (``engine.approvers.decision_refusal``: approvers, and admins as an override)."""
+        return decision_refusal(self.config, request, who)
 
     def _authorize(self, request: TakeoverRequest, who: Principal) -> None:
         reason = self.refusal(request, who)
         if reason is not None:
             raise Forbidden(reason, request_id=request.id)
+
+    def _decider(self, request: TakeoverRequest, who: Principal) -> Override:
+        """Authorize ``who`` and say how they decide: ``{"override": "admin"}`` for an admin
+        who is not among the request's approvers (journaled and shown on the card), else
+        None."""
+        self._authorize(request, who)
+        kind = override_of(request, who)
+        return None if kind is None else {"override": kind}
 
     # -- decisions -----------------------------------------------------------------------------
 
@@ -88,9 +107,9 @@ class Approvals:
         another run is not found."""
         notes = _notes(notes)
 
-        def check(request: TakeoverRequest) -> None:
+        def check(request: TakeoverRequest) -> Override:
             _of_run(request, run_id)
-            self._authorize(request, who)
+            return self._decider(request, who)
 
         now = self.clock.now()  # the decision's time is its arrival, not its slot's
         offer = await self._offer() if release else None
@@ -122,11 +141,12 @@ class Approvals:
     ) -> TakeoverRequest:
         notes = _notes(notes)
 
-        def check(request: TakeoverRequest) -> None:
+        def check(request: TakeoverRequest) -> Override:
             _of_run(request, run_id)
-            self._authorize(request, who)
+            override = self._decider(request, who)
             if request.deny_reason_required and not (notes or "").strip():
                 raise InvalidRequest("a reason is required to deny this request")
+            return override
 
         now = self.clock.now()
         offer = await self._offer()
@@ -150,7 +170,7 @@ class Approvals:
     ) -> TakeoverRequest:
         def check(request: TakeoverRequest) -> None:
             _of_run(request, run_id)
-            if request.decided_by != who.name and not who.is_admin:
+            if not releases_freely(request, who):
                 self._authorize(request, who)
 
         now = self.clock.now()
@@ -192,7 +212,7 @@ class Approvals:
 
     async def answer(self, request_id: str, who: Principal, sdp_answer: str) -> TakeoverRequest:
         request = await self.store.get_takeover(request_id)
-        if request.decided_by != who.name and not who.is_admin:
+        if not releases_freely(request, who):
             self._authorize(request, who)
         return await self.store.record_sdp_answer(request_id, sdp_answer)
 
@@ -207,13 +227,20 @@ class Approvals:
         channels: Sequence[str] = (),
         approvers: Sequence[str] = (),
     ) -> TakeoverRequest:
-        """An operator takes over a queued or running run: it parks before ``step_id`` (or
-        before its next step) until the request is released."""
+        """An operator takes over a queued or running run: it parks before ``step_id`` (or,
+        without one, before the first step not yet started when the request is made) until
+        the request is released. A ``step_id`` the run's workflow does not have is
+        ``NotFound``; one the run has already started is refused (``Conflict``, by the store,
+        in the transaction that would create the request). Only the run's own deciders and
+        admins may open it, and ``approvers`` may name only them (``takeover_deciders``)."""
         if who.role == Role.AGENT:
             raise Forbidden("agents cannot request a takeover")
         if not 1 <= timeout_minutes <= MAX_TIMEOUT_MINUTES:
             raise InvalidRequest(f"timeoutMinutes must be 1..{MAX_TIMEOUT_MINUTES}")
         run = await self.store.get_run(run_id)
+        if step_id is not None:
+            await self._check_step(run.workflow, step_id)
+        approvers = takeover_deciders(self.config, await self._deciders(run), who, approvers)
         now = self.clock.now()
         request = TakeoverRequest(
             id=self.ids.new_id(),
@@ -232,6 +259,32 @@ class Approvals:
             details={"workflow": run.workflow, "agent": run.agent, "requestedBy": who.name},
         )
         return await self.store.request_takeover(request, now, outbox=notify.new_card)
+
+    async def _check_step(self, workflow_name: str, step_id: str) -> None:
+        if self.workflows is None:
+            return
+        workflow = await self.workflows.get(workflow_name)
+        if not any(node.id == step_id for node in workflow.nodes):
+            steps = ", ".join(node.id for node in workflow.nodes)
+            raise NotFound(
+                f"workflow {workflow_name!r} has no step {step_id!r} (its steps: {steps})",
+                stepId=step_id,
+            )
+
+    async def _deciders(self, run: Run) -> tuple[str, ...] | None:
+        """Who decides for ``run``: its workflow's people, or (a held call) its request's."""
+        if is_call_workflow(run.workflow):
+            held = await self.store.call_request(run.id)
+            if held is not None and held.approvers:
+                return held.approvers
+            return run_deciders(self.config, None)
+        workflow = None
+        if self.workflows is not None:
+            try:
+                workflow = await self.workflows.get(run.workflow)
+            except NotFound:  # a stored workflow since removed: the project's approvers
+                workflow = None
+        return run_deciders(self.config, workflow)
 
     async def cancel_run(self, run_id: str, who: Principal) -> list[TakeoverRequest]:
         if not who.is_admin:

@@ -14,7 +14,9 @@ random per-process key and warns: the header is present but no receiver can veri
 Responses: 2xx is delivered; 4xx other than 408 and 429 is a permanent failure (the receiver
 refused it: retrying will not help), and so is a redirect (never followed: the URL the agent gave
 is the only one called); anything else, and network errors, are retried (``Retry-After``
-honoured). The URLs are called from the server; see ``check_callback_url``.
+honoured). The URLs are called from the server, never at an internal address unless
+``server.allowInternalTargets`` lists it (``engine.outbound``: checked when the URL arrives and
+again, on what the name resolves to, when it is called).
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ import aiohttp
 
 from engine.calls_view import call_view
 from engine.delivery import DeliveryError
-from engine.errors import NotFound
+from engine.errors import InvalidRequest, NotFound
 from engine.model import OutboxRecord
+from engine.outbound import OutboundGuard, RefusedTarget
 from engine.ports import Clock
 from engine.store import SqlStore
 
@@ -64,9 +67,16 @@ class CallbackSink:
     min_interval = 0.0  # one message per channel (per execution): nothing to pace
 
     def __init__(
-        self, store: SqlStore, clock: Clock, secret_key: str, *, timeout_seconds: float = 10.0
+        self,
+        store: SqlStore,
+        clock: Clock,
+        secret_key: str,
+        *,
+        guard: OutboundGuard | None = None,
+        timeout_seconds: float = 10.0,
     ) -> None:
         self.store = store
+        self.guard = guard or OutboundGuard()
         self.clock = clock
         if secret_key:
             self.key = secret_key.encode()
@@ -91,8 +101,9 @@ class CallbackSink:
         if not isinstance(url, str) or not isinstance(execution_id, str):
             raise DeliveryError("a callback message needs url and executionId", permanent=True)
         try:
+            self.guard.check_url(url)  # again: the allow-list may have changed since
             body = await self.body(execution_id)
-        except NotFound as exc:
+        except (NotFound, InvalidRequest) as exc:
             raise DeliveryError(exc.message, permanent=True) from exc
         timestamp = int(self.clock.now().timestamp())
         headers = {
@@ -102,7 +113,9 @@ class CallbackSink:
         }
         try:
             async with (
-                aiohttp.ClientSession(timeout=self.timeout) as session,
+                aiohttp.ClientSession(
+                    timeout=self.timeout, connector=self.guard.connector()
+                ) as session,
                 session.post(url, data=body, headers=headers, allow_redirects=False) as resp,
             ):
                 if 200 <= resp.status < 300:
@@ -112,6 +125,12 @@ class CallbackSink:
                 if resp.status < 500 and resp.status not in _RETRY_4XX:  # 3xx: not followed
                     raise DeliveryError(problem, permanent=True)
                 raise DeliveryError(problem, retry_after=_retry_after(resp))
+        except aiohttp.InvalidURL as exc:  # e.g. a host yarl refuses: no retry will mend it
+            raise DeliveryError(f"callback to {url}: invalid URL: {exc}", permanent=True) from exc
+        except aiohttp.ClientConnectorError as exc:
+            if isinstance(exc.os_error, RefusedTarget):  # it will not become public by waiting
+                raise DeliveryError(f"callback to {url}: {exc.os_error}", permanent=True) from exc
+            raise DeliveryError(f"callback to {url}: {type(exc).__name__}: {exc}") from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise DeliveryError(f"callback to {url}: {type(exc).__name__}: {exc}") from exc
 

@@ -25,6 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine import notify
+from engine.approvers import acting_agent, session_person
 from engine.binding import binding_hash
 from engine.call_workflow import (
     APPROVE_ONLY,
@@ -43,13 +44,13 @@ from engine.model import (
     JournalEvent,
     NewEvent,
     Principal,
-    Role,
     RunStatus,
     TakeoverKind,
     TakeoverRequest,
     TakeoverStatus,
     TimeoutBehavior,
 )
+from engine.outbound import OutboundGuard
 from engine.policy import PolicyDecision, evaluate_policy
 from engine.ports import Clock, IdSource
 from engine.store import NewRun, SqlStore
@@ -98,9 +99,12 @@ class HeldCalls:
         self.ids = ids
         self.wake = wake
         self.poll_seconds = poll_seconds
+        self.outbound = OutboundGuard(config.server.allow_internal_targets)
 
     async def submit(self, call: CallRequest, who: Principal) -> CallView:
         """Decide ``call`` and store what the decision needs. A ``block`` stores nothing."""
+        agent = acting_agent(who, call.agent)  # Forbidden for another agent's name
+        call = dataclasses.replace(call, agent=agent)
         connector = self.config.connectors.get(call.connector)
         if connector is None:
             raise NotFound(f"connector {call.connector!r} is not configured")
@@ -111,7 +115,7 @@ class HeldCalls:
         if call.mode not in (EXECUTE, APPROVE_ONLY):
             raise InvalidRequest(f"mode must be {EXECUTE} or {APPROVE_ONLY}")
         if call.callback_url is not None:
-            check_callback_url(call.callback_url)
+            check_callback_url(call.callback_url, self.outbound)
         account = call.account or connector.account
         decision = evaluate_policy(self.config, connector, call.action, call.args)
         if decision.decision == Decision.BLOCK:
@@ -141,7 +145,7 @@ class HeldCalls:
             workflow=call_workflow_name(connector.name, call.action),
             input=_run_input(call, account),
             requested_by=who.name,
-            agent=call.agent or (who.token if who.role == Role.AGENT else None),
+            agent=agent,
             idempotency_key=CALL_PREFIX + call.idempotency_key if call.idempotency_key else None,
         )
         policy_event = NewEvent(JournalEvent.POLICY_EVALUATED, CALL_STEP, evaluated)
@@ -239,12 +243,7 @@ class HeldCalls:
 
     def session_person(self, session: str | None) -> str | None:
         """The person a session names: their name, email, Slack or Teams id."""
-        if not session:
-            return None
-        for person in self.config.people.values():
-            if session in (person.name, person.email, person.slack, person.teams):
-                return person.name
-        return None
+        return session_person(self.config, session)
 
     async def view(self, execution_id: str) -> CallView:
         """Where a call stands now (``NotFound`` for an unknown id or an ordinary run)."""
@@ -286,10 +285,10 @@ def _run_input(call: CallRequest, account: str | None) -> dict[str, Any]:
     return data
 
 
-def check_callback_url(url: str) -> None:
+def check_callback_url(url: str, guard: OutboundGuard) -> None:
     """Callbacks are POSTed from the server, so only plain http(s) URLs are accepted (no
-    credentials in them). Deployments that must not reach internal hosts should also restrict
-    the server's egress: a URL check cannot know the network."""
+    credentials in them), and none that names an internal address (``engine.outbound``; what a
+    host name resolves to is checked again when the callback is sent)."""
     if len(url) > MAX_CALLBACK_URL:
         raise InvalidRequest(f"callbackUrl is limited to {MAX_CALLBACK_URL} characters")
     try:
@@ -301,6 +300,7 @@ def check_callback_url(url: str) -> None:
         raise InvalidRequest("callbackUrl must be an http:// or https:// URL with a host")
     if parts.username is not None or parts.password is not None:
         raise InvalidRequest("callbackUrl must not contain credentials")
+    guard.check_url(url)
 
 
 def approval_summary(

@@ -148,7 +148,10 @@ class AppConfig:
         return next((p for p in self.people.values() if p.teams == aad_object_id), None)
 
     def is_admin(self, person: str) -> bool:
-        return person in self.admins
+        """``engine.approvers.is_admin``: the one rule for who is an admin."""
+        from engine.approvers import is_admin
+
+        return is_admin(self, person)
 
     def workflow_problems(
         self, workflow: Workflow, path: str, known_workflows: Collection[str] | None = None

@@ -13,7 +13,9 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from engine.config_values import NAME_RE, Section, Substituted, type_name
+from engine.config_values import NAME_RE, Section, Substituted, join, type_name
+
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 GATE_ENV = (
     "SIGNOFF_CONFIDENCE_GATE",
@@ -63,6 +65,8 @@ class ServerConfig:
     workers: int = 8  # concurrent runs per process
     lease_seconds: int = 30
     poll_seconds: float = 2.0
+    # Networks that URLs arriving through the API (callbackUrl) may reach though internal.
+    allow_internal_targets: tuple[IPNetwork, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +189,7 @@ _SERVER_ENV = {
     "publicUrl": "SIGNOFF_PUBLIC_URL",
     "secretKey": "SIGNOFF_SECRET_KEY",
 }
-_SERVER_KEYS = (*_SERVER_ENV, "workers", "leaseSeconds", "pollSeconds")
+_SERVER_KEYS = (*_SERVER_ENV, "workers", "leaseSeconds", "pollSeconds", "allowInternalTargets")
 
 
 def parse_server(raw: Any, env: Mapping[str, str], problems: list[str]) -> ServerConfig:
@@ -204,9 +208,22 @@ def parse_server(raw: Any, env: Mapping[str, str], problems: list[str]) -> Serve
         workers=s.integer("workers", 8, 1, 256) or 8,
         lease_seconds=s.integer("leaseSeconds", 30, 5, 3600) or 30,
         poll_seconds=s.number("pollSeconds", 2.0, 0.05, 60.0) or 2.0,
+        allow_internal_targets=_networks(s, "allowInternalTargets"),
     )
     _blame_env(local, problems, "server", env, _SERVER_ENV)
     return config
+
+
+def _networks(s: Section, key: str) -> tuple[IPNetwork, ...]:
+    networks: list[IPNetwork] = []
+    for i, value in enumerate(s.texts(key)):
+        try:
+            networks.append(ipaddress.ip_network(value, strict=False))
+        except ValueError:
+            s.problems.append(
+                f"{join(s.at(key), i)}: must be an IP network like 10.1.2.0/24, got {value!r}"
+            )
+    return tuple(networks)
 
 
 def _overlay(raw: Any, env: Mapping[str, str], names: Mapping[str, str]) -> Any:

@@ -30,8 +30,37 @@ class _DataEnvironment(ImmutableSandboxedEnvironment):
         return super().getattr(obj, attribute)
 
 
-_ENV = _DataEnvironment(undefined=StrictUndefined, autoescape=False)
-_LENIENT = _DataEnvironment(undefined=Undefined, autoescape=False)
+def _blank_none(value: Any) -> Any:
+    """What an expression in text a person reads shows for a null: nothing, not ``None``."""
+    return "" if value is None else value
+
+
+def plural(value: Any, singular: str, plural_form: str | None = None) -> str:
+    """``{{ args.to | plural("recipient") }}``: the count and the word, in the plural unless
+    the count is 1 ("1 recipient", "3 recipients"; ``plural("person", "people")`` for an
+    irregular one). ``value`` is a number or a list or mapping (its length)."""
+    if isinstance(value, list | tuple | Mapping):
+        count = len(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        count = value
+    else:
+        raise TypeError(f"plural needs a number or a list, not {type(value).__name__}")
+    word = singular if count == 1 else (plural_form or singular + "s")
+    return f"{count} {word}"
+
+
+def _environment(undefined: type[Undefined], *, prose: bool) -> _DataEnvironment:
+    env = _DataEnvironment(
+        undefined=undefined, autoescape=False, finalize=_blank_none if prose else None
+    )
+    env.filters["plural"] = plural
+    return env
+
+
+_ENV = _environment(StrictUndefined, prose=False)  # arguments: data, ``None`` as jinja has it
+# Reasons, summaries and prompts: text a person (or an LLM) reads, where a null shows nothing.
+_PROSE = _environment(StrictUndefined, prose=True)
+_LENIENT = _environment(Undefined, prose=True)
 _DATA = (str, int, float, bool, type(None), list, dict, tuple)
 _SINGLE = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
 _MARKERS = ("{{", "{%", "{#")
@@ -41,9 +70,11 @@ _LITERALS = frozenset({"true", "false", "none", "True", "False", "None"})
 
 
 @functools.lru_cache(maxsize=4096)
-def _template(text: str, strict: bool) -> Template:
+def _template(text: str, strict: bool, prose: bool = False) -> Template:
     """Compiling a template costs about a millisecond; workflows reuse the same few texts."""
-    return (_ENV if strict else _LENIENT).from_string(text)
+    if not strict:
+        return _LENIENT.from_string(text)
+    return (_PROSE if prose else _ENV).from_string(text)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -83,9 +114,11 @@ def _pieces(text: str) -> tuple[str | tuple[str, ...], ...] | None:
     return tuple(pieces)
 
 
-def _render(text: str, context: Mapping[str, Any], strict: bool) -> str:
-    """What ``_template(text, strict).render(**context)`` gives, without jinja when every
-    expression is a path to data (as jinja, ``str`` of each value)."""
+def _render(text: str, context: Mapping[str, Any], strict: bool, prose: bool = False) -> str:
+    """What ``_template(text, strict, prose).render(**context)`` gives, without jinja when
+    every expression is a path to data (as jinja, ``str`` of each value; in prose, a null is
+    nothing)."""
+    prose = prose or not strict  # the lenient environment renders prose only
     pieces = _pieces(text)
     if pieces is not None:
         out = []
@@ -96,10 +129,10 @@ def _render(text: str, context: Mapping[str, Any], strict: bool) -> str:
             found, value = _lookup(piece, context)
             if not found:
                 break
-            out.append(str(value))
+            out.append("" if value is None and prose else str(value))
         else:
             return "".join(out)
-    return _template(text, strict).render(**context)
+    return _template(text, strict, prose).render(**context)
 
 
 def _lookup(names: tuple[str, ...], context: Mapping[str, Any]) -> tuple[bool, Any]:
@@ -131,11 +164,13 @@ def evaluate(value: Any, context: Mapping[str, Any]) -> Any:
 
 def render_text(template: str, context: Mapping[str, Any], *, strict: bool = False) -> str:
     """Render a reason or summary template to text. Lenient by default: a missing variable
-    renders empty rather than failing the step that only wanted to describe itself."""
+    renders empty rather than failing the step that only wanted to describe itself. Either
+    way a null value renders as nothing (``from {{ account }}`` never says "from None"), and
+    the ``plural`` filter counts things in words."""
     if not is_template(template):
         return template
     try:
-        return _render(template, context, strict)
+        return _render(template, context, strict, prose=True)
     except TemplateError as exc:
         if strict:
             raise StepError(f"expression {template!r} failed: {exc}") from exc

@@ -130,6 +130,9 @@ class _Walk(RunWriter):
         }
         self.last_output: Any = None
 
+    def open_requests(self) -> bool:
+        return any(self.index.verdict(entry) is None for entry in self.manual)
+
     # -- the walk ------------------------------------------------------------------------------
 
     async def walk(self, workflow: Workflow) -> RunStatus | None:
@@ -271,8 +274,12 @@ class _Walk(RunWriter):
         for entry in self.manual:
             if entry.step_id not in (None, node.id):
                 continue
-            if entry.step_id is None and step.events:
-                continue  # "before its next step": this one is already under way
+            if entry.step_id is None and step.events and step.events[0].seq < entry.seq:
+                # "Before the first step not yet started": this one was under way when the
+                # request came. One started after it (its ``step_started`` committed while
+                # the request was, the call not made yet: the commit restarted the walk)
+                # parks here.
+                continue
             verdict = self.index.verdict(entry)
             if verdict is None:
                 await self._park(

@@ -12,10 +12,20 @@ it with ``match``:
 * a glob matches the whole text (``fnmatchcase``);
 * ``re:<pattern>`` is a regular expression with ``re.search`` semantics: it matches anywhere in
   the text unless anchored (write ``re:^...$`` for a whole-text match);
-* a string is compared as it is; any other value (number, boolean, null, list, mapping) through
-  its canonical JSON (``5``, ``true``, ``null``, ``["a","b"]``);
-* ``negate: true`` inverts the comparison -- but a *missing* argument never matches, negated or
-  not: a rule cannot be satisfied by leaving an argument out.
+* a string is compared as it is; a number, boolean, null or mapping through its canonical JSON
+  (``5``, ``true``, ``null``, ``{"a":1}``);
+* a list is compared element by element (each element as above): the condition holds when
+  *every* element matches, so ``{arg: to, match: "re:^[^@,;\\s]+@example\\.com$"}`` holds
+  for ``["a@example.com", "b@example.com"]`` and not when one address is elsewhere;
+* ``negate: true`` inverts the comparison (on a list: it holds when *any* element does not
+  match) -- but a *missing* argument never matches, negated or not: a rule cannot be satisfied
+  by leaving an argument out. An empty list is treated like a missing argument.
+
+A glob's ``*`` matches any character, commas and spaces included: ``*@example.com`` matches the
+single string ``"x@evil.test,a@example.com"``. A pattern meant for one address must say so
+(``re:^[^@,;\\s]+@example\\.com$``, as ``app.yaml`` ships). Because a list condition needs
+every element, a ``block`` rule meant to catch *any* bad element is written negated, over the
+elements that are fine: ``{arg: to, match: "re:^(?!.*@evil\\.example$)", negate: true}``.
 
 Malformed rules fail closed. A malformed rule whose target (connector and action globs) matches
 the call is not evaluated further (its conditions may be incomplete); it sets a floor under the
@@ -142,14 +152,20 @@ def _fail_closed(rule: Rule) -> PolicyDecision:
 
 def _condition_matches(condition: Condition, args: Mapping[str, Any]) -> bool:
     value = _read_arg(args, condition.arg)
-    if value is _MISSING:
+    if value is _MISSING or value == []:
         return False  # never, even negated
+    if isinstance(value, list):
+        hit = all(_value_matches(condition, element) for element in value)
+    else:
+        hit = _value_matches(condition, value)
+    return hit != condition.negate
+
+
+def _value_matches(condition: Condition, value: Any) -> bool:
     text = value if isinstance(value, str) else canonical_json(value)
     if condition.regex is not None:
-        hit = condition.regex.search(text) is not None
-    else:
-        hit = fnmatch.fnmatchcase(text, condition.match)
-    return hit != condition.negate
+        return condition.regex.search(text) is not None
+    return fnmatch.fnmatchcase(text, condition.match)
 
 
 def _fallback(config: AppConfig, connector: ConnectorConfig, action: str) -> PolicyDecision:

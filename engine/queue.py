@@ -1,13 +1,31 @@
-"""The operator's queue: pending approvals, oldest first, narrowed by workflow, channel and
-approver. A request that names no approvers may be decided by any approver, so it stays in
-every approver's queue."""
+"""The operator's queue: approvals across runs, oldest first, narrowed by status, approver,
+workflow, connector, channel and kind, a page at a time. ``GET /v1/approvals`` and the
+console's queue page both read it here.
+
+A request that names no approvers may be decided by any approver, so it stays in every
+approver's queue. Every kind of request is in it: approval nodes, gate diversions, held calls
+(``POST /v1/calls``) and manual takeovers share one table.
+
+The cursor is opaque to callers: the ``(created_at, id)`` of the last request of a page,
+base64url-encoded; the next page starts after it.
+"""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from dataclasses import dataclass
+from datetime import datetime
 
-from engine.model import Run, TakeoverRequest, TakeoverStatus
+from engine.errors import InvalidRequest
+from engine.json_input import parse_json
+from engine.model import Run, TakeoverKind, TakeoverRequest, TakeoverStatus
 from engine.store import SqlStore
+from engine.store.queue import QueueQuery
+
+MAX_PAGE = 200
+DEFAULT_PAGE = 50
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,27 +44,70 @@ class QueueEntry:
 
 @dataclass(frozen=True, slots=True)
 class QueueFilter:
+    """What the queue is narrowed to; None leaves a field open."""
+
     workflow: str | None = None
     channel: str | None = None
     approver: str | None = None
+    connector: str | None = None
+    kind: TakeoverKind | None = None
+    status: TakeoverStatus = TakeoverStatus.PENDING
 
-    def matches(self, entry: QueueEntry) -> bool:
-        request = entry.request
-        if self.workflow and entry.workflow != self.workflow:
-            return False
-        if self.channel and self.channel not in request.channels:
-            return False
-        if self.approver and request.approvers and self.approver not in request.approvers:
-            return False
-        return True
+    @property
+    def narrowed(self) -> bool:
+        """Whether anything but the status narrows it."""
+        return any((self.workflow, self.channel, self.approver, self.connector, self.kind))
 
 
-async def pending_queue(
-    store: SqlStore, where: QueueFilter | None = None, *, limit: int = 200
-) -> list[QueueEntry]:
-    """Pending requests matching ``where``, oldest first (at most ``limit``)."""
+@dataclass(frozen=True, slots=True)
+class QueuePage:
+    entries: list[QueueEntry]
+    next_cursor: str | None  # None: this is the last page
+
+
+async def approval_queue(
+    store: SqlStore,
+    where: QueueFilter | None = None,
+    *,
+    limit: int = DEFAULT_PAGE,
+    cursor: str | None = None,
+) -> QueuePage:
+    """One page of the requests matching ``where``, oldest first, starting after ``cursor``
+    (a page's ``next_cursor``). ``limit`` is 1..``MAX_PAGE``."""
     where = where or QueueFilter()
-    pending = await store.list_takeovers(statuses=[TakeoverStatus.PENDING], limit=5000)
-    runs = await store.runs_by_id([r.run_id for r in pending])
-    entries = (QueueEntry(r, runs.get(r.run_id)) for r in pending)
-    return [e for e in entries if where.matches(e)][:limit]
+    if not 1 <= limit <= MAX_PAGE:
+        raise InvalidRequest(f"limit must be 1..{MAX_PAGE}, got {limit}")
+    found = await store.approval_queue(
+        QueueQuery(
+            status=where.status,
+            approver=where.approver,
+            workflow=where.workflow,
+            connector=where.connector,
+            channel=where.channel,
+            kind=where.kind,
+            after=_read_cursor(cursor) if cursor else None,
+            limit=limit + 1,  # one more tells whether another page follows
+        )
+    )
+    entries = [QueueEntry(request, run) for request, run in found[:limit]]
+    more = len(found) > limit
+    return QueuePage(entries, _cursor(entries[-1].request) if more and entries else None)
+
+
+def _cursor(request: TakeoverRequest) -> str:
+    raw = json.dumps([request.created_at.isoformat(), request.id], separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _read_cursor(cursor: str) -> tuple[datetime, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        at, request_id = parse_json(raw, "cursor")
+        when = datetime.fromisoformat(at)
+        if not isinstance(request_id, str) or when.tzinfo is None:
+            raise ValueError("not a cursor")
+    except (binascii.Error, ValueError, TypeError, InvalidRequest):
+        raise InvalidRequest(
+            "cursor: not a cursor this queue gave (pass a page's nextCursor as it is)"
+        ) from None
+    return when, request_id

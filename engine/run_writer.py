@@ -35,6 +35,11 @@ class RunWriter:
         self.outbox: list[OutboxMessage] = []
         self.notify_channels: tuple[str, ...] = ()
 
+    def open_requests(self) -> bool:
+        """Whether the journal this replay read holds a request still undecided (one whose
+        step the run never reached, when it ends)."""
+        return False
+
     async def _hand_back(self) -> RunStatus:
         """Shutting down between steps: record what is done, give the run back to the queue
         (another process, or this one after a restart, goes on from here)."""
@@ -157,7 +162,24 @@ class RunWriter:
                 ),
             )
         self.outbox += callback_message(self.run, status)  # queued with the outcome it announces
-        await self._commit(events, finish=status, output=output, error=error, parent_wakeup=wakeup)
+        open_requests = self.open_requests()
+        try:
+            await self._commit(
+                events,
+                finish=status,
+                output=output,
+                error=error,
+                parent_wakeup=wakeup,
+                unreached=notify.card_changed,
+                open_requests=open_requests,
+            )
+        except Restart:
+            # Someone appended meanwhile (a takeover request): the end cancelled it, and its
+            # card changes now.
+            self.s.wake_outbox()
+            raise
+        if open_requests:
+            self.s.wake_outbox()
         if wakeup is not None:
             self.s.wake()
         return status

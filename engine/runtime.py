@@ -13,6 +13,7 @@ from typing import Any
 
 from engine import notify
 from engine.approvals import Approvals
+from engine.approvers import acting_agent, person_principal
 from engine.call_workflow import held_call_connectors, is_call_workflow
 from engine.callbacks import CallbackSink
 from engine.calls import HeldCalls
@@ -28,6 +29,7 @@ from engine.gate import ConfidenceGate
 from engine.interpreter import Interpreter
 from engine.llm import OpenAICompatibleSampler
 from engine.model import Node, NodeType, Principal, Role, Run
+from engine.outbound import OutboundGuard
 from engine.ports import Clock, Connector, IdSource, Sampler, StepGate, SystemClock, UuidSource
 from engine.services import Services
 from engine.store import Database, NewRun, SqlStore
@@ -113,7 +115,8 @@ class Engine:
             wake=self.workers.wake,
             wake_outbox=self.wake_outbox,
             workers=self.workers,
-            admins=config.admins,
+            config=config,
+            workflows=self.workflows,
         )
         self.sweeper = Sweeper(
             self.store,
@@ -137,7 +140,9 @@ class Engine:
             hold=timedelta(seconds=server.lease_seconds),
         )
         if "callback" not in self.dispatcher.sinks:
-            self.add_sink("callback", CallbackSink(self.store, self.clock, server.secret_key))
+            guard = OutboundGuard(server.allow_internal_targets)
+            sink = CallbackSink(self.store, self.clock, server.secret_key, guard=guard)
+            self.add_sink("callback", sink)
         self.calls = HeldCalls(
             config, self.store, self.connectors, self.clock, self.ids, wake=self.wake
         )
@@ -209,6 +214,7 @@ class Engine:
         """Queue a run of ``workflow``; the same idempotency key returns the same run."""
         if who.role not in (Role.AGENT, Role.ADMIN, Role.APPROVER):
             raise InvalidRequest("unknown role")
+        agent = acting_agent(who, agent)  # Forbidden for another agent's name
         if is_call_workflow(workflow):  # a held call started as a run would skip its policy
             raise InvalidRequest("held calls are made through POST /v1/calls, not as runs")
         await self.workflows.get(workflow)  # NotFound for an unknown workflow
@@ -220,7 +226,7 @@ class Engine:
                     workflow=workflow,
                     input=input,
                     requested_by=who.name,
-                    agent=agent or (who.token if who.role == Role.AGENT else None),
+                    agent=agent,
                     idempotency_key=idempotency_key,
                     adopt=offer,
                 ),
@@ -236,8 +242,7 @@ class Engine:
 
     def principal_for_person(self, person: str) -> Principal:
         """A person from ``people:`` acting in chat or on the web page."""
-        role = Role.ADMIN if person in self.config.admins else Role.APPROVER
-        return Principal(name=person, role=role, person=person)
+        return person_principal(self.config, person)
 
 
 def build_sampler(config: AppConfig) -> OpenAICompatibleSampler | None:

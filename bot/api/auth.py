@@ -7,6 +7,7 @@ from aiohttp import web
 from bot.api.routing import Handler, route_of
 from bot.keys import ENGINE
 from bot.tokens import hash_token
+from engine.approvers import token_principal
 from engine.errors import Forbidden, Unauthorized
 from engine.model import Principal, Role
 
@@ -19,12 +20,11 @@ async def authenticate(request: web.Request) -> Principal:
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("a bearer token is required (Authorization: Bearer <token>)")
-    found = await request.app[ENGINE].store.token_by_hash(hash_token(token.strip()))
+    engine = request.app[ENGINE]
+    found = await engine.store.token_by_hash(hash_token(token.strip()))
     if found is None:
         raise Unauthorized("the token is not valid or has been revoked")
-    if found.person is not None:
-        return Principal(name=found.person, role=found.role, person=found.person, token=found.name)
-    return Principal(name=f"token:{found.name}", role=found.role, token=found.name)
+    return token_principal(engine.config, found)  # an admin token acts as one while listed
 
 
 def allowed(principal: Principal, roles: tuple[Role, ...]) -> bool:
@@ -41,7 +41,10 @@ async def auth_middleware(
         principal = await authenticate(request)
         if not allowed(principal, route.roles):
             wanted = " or ".join(r.value for r in route.roles)
-            raise Forbidden(f"this needs the {wanted} role; your token is {principal.role.value}")
+            why = f"your token is {principal.role.value}"
+            if route.roles == (Role.ADMIN,) and principal.person is not None:
+                why = f"{principal.person} is not in admins:"
+            raise Forbidden(f"this needs the {wanted} role; {why}")
         request[PRINCIPAL_KEY] = principal
     response: web.StreamResponse = await handler(request)
     return response

@@ -13,7 +13,7 @@ from aiohttp import web
 
 from bot.api.auth import principal
 from bot.api.bodies import query_int, read_body
-from bot.api.routing import RouteTable, obj
+from bot.api.routing import AGENT_FIELD, RouteTable, obj
 from bot.api.views import approval_url, iso
 from bot.keys import CONFIG, ENGINE
 from engine.binding import canonical_json
@@ -87,7 +87,7 @@ def _respond(request: web.Request, view: CallView) -> web.Response:
             "args": {"type": "object"},
             "account": _TEXT,
             "reason": {"type": "string", "maxLength": 2000},
-            "agent": _TEXT,
+            "agent": AGENT_FIELD,
             "session": _TEXT,
             "callbackUrl": {"type": "string", "minLength": 1, "maxLength": 2000},
             "mode": {"type": "string", "enum": [EXECUTE, APPROVE_ONLY]},
@@ -105,7 +105,7 @@ def _respond(request: web.Request, view: CallView) -> web.Response:
         400: "bad body (or callbackUrl not http/https)",
         401: "no or bad token",
         403: "blocked {status: blocked, error: blocked, message, rule}; or wrong role; or only "
-        "the agent's own session could approve",
+        "the agent's own session could approve; or agent names another agent than the token's",
         404: "no such connector or action",
         502: "the connector failed {status: failed, executionId, error: call_failed, message}",
     },

@@ -126,7 +126,10 @@ async def patch_gate(request: web.Request) -> web.Response:
 
 @routes.post(
     "/v1/runs/{id}/feedback",
-    summary="Rate a step of a run 1..5 (calibrates the gate); journaled as feedback_recorded",
+    summary=(
+        "Rate a step of a run 1..5 (calibrates the gate); journaled as feedback_recorded. "
+        "Only people rate: agent tokens and tokens without a person are refused (403)"
+    ),
     roles=ANY,
     body=obj(
         {
@@ -140,6 +143,7 @@ async def patch_gate(request: web.Request) -> web.Response:
         201: "recorded",
         400: "bad body (score outside 1..5)",
         401: "no or bad token",
+        403: "an agent (or a token without a person): only people rate steps",
         404: "no such run, or no such step in it",
     },
 )

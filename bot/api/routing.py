@@ -116,3 +116,12 @@ def obj(
 
 STR = {"type": "string"}
 NOTES = {"type": ["string", "null"], "maxLength": 4000}
+AGENT_FIELD = {
+    "type": "string",
+    "maxLength": 200,
+    "description": (
+        "Optional. The acting agent is always the token's own name; this may only narrow it to "
+        "the token's name or a sub-name '<token name>/<sub>' (gets the token's gate settings, "
+        "then its own). Any other agent is refused with 403 and nothing is stored."
+    ),
+}

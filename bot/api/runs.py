@@ -8,7 +8,7 @@ from aiohttp import web
 
 from bot.api.auth import principal
 from bot.api.bodies import query_int, read_body
-from bot.api.routing import NOTES, STR, RouteTable, obj
+from bot.api.routing import AGENT_FIELD, NOTES, STR, RouteTable, obj
 from bot.api.views import journal_json, list_of, ref, run_json, takeover_json
 from bot.keys import CONFIG, ENGINE
 from engine.errors import NotFound
@@ -40,7 +40,7 @@ def _public_url(request: web.Request) -> str:
             "workflow": {"type": "string", "minLength": 1, "maxLength": 200},
             "input": {"type": "object"},
             "idempotencyKey": {"type": "string", "minLength": 1, "maxLength": 200},
-            "agent": {"type": "string", "maxLength": 200},
+            "agent": AGENT_FIELD,
         },
         ("workflow",),
     ),
@@ -49,7 +49,7 @@ def _public_url(request: web.Request) -> str:
         200: "existing run for this idempotency key",
         400: "bad body",
         401: "no or bad token",
-        403: "wrong role",
+        403: "wrong role, or agent names another agent than the token's",
         404: "no such workflow",
     },
     result=ref("Run"),
@@ -162,7 +162,8 @@ def _tk(request: web.Request, found: TakeoverRequest, status: int = 200) -> web.
 
 @routes.post(
     "/v1/runs/{id}/takeover/request",
-    summary="Take over a queued or running run: it parks before stepId (or its next step)",
+    summary="Take over a queued or running run: it parks before stepId (a step not started "
+    "yet), or without it before the first step not yet started",
     roles=DECIDERS,
     body=obj(
         {

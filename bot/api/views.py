@@ -71,6 +71,17 @@ def takeover_json(request: TakeoverRequest, public_url: str) -> dict[str, Any]:
     }
 
 
+def approval_entry_json(
+    request: TakeoverRequest, run: Run | None, workflow: str | None, public_url: str
+) -> dict[str, Any]:
+    """A request in the approval queue: the request, its workflow and its run's status."""
+    return {
+        **takeover_json(request, public_url),
+        "workflow": workflow,
+        "runStatus": run.status.value if run is not None else None,
+    }
+
+
 def approval_url(public_url: str, request_id: str) -> str:
     return f"{public_url.rstrip('/')}/approvals/{request_id}"
 
@@ -161,6 +172,15 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         }
     ),
 }
+
+
+SCHEMAS["Approval"] = _record(
+    {
+        **SCHEMAS["TakeoverRequest"]["properties"],
+        "workflow": _TEXT,
+        "runStatus": {"type": ["string", "null"], "enum": [*(s.value for s in RunStatus), None]},
+    }
+)
 
 
 def ref(name: str) -> dict[str, str]:

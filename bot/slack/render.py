@@ -19,7 +19,7 @@ from bot.api.views import approval_url
 from cards.notice_fields import confidence_fields, step_result_fields
 from cards.notices import NoticeKind
 from cards.render import render_notice, render_slack_card
-from cards.view import ApprovalView, build_view
+from cards.view import ApprovalView, build_view, decider_text
 from engine.model import ChatMessageRef, OutboxRecord, Run, TakeoverRequest, TakeoverStatus
 from engine.runtime import Engine
 
@@ -151,7 +151,7 @@ def _decision(
     message = render_notice(
         NoticeKind.DECISION,
         "slack",
-        actor=actor or "someone",
+        actor=decider_text(request, actor) or "someone",
         verb=verb,
         status=status.value,
         notes=notes,

@@ -18,7 +18,7 @@ from bot.api.views import approval_url
 from bot.teams.adapter import Outgoing
 from cards.notice_fields import confidence_fields, step_result_fields
 from cards.render import render_notice, render_teams_card, teams_mention_activity
-from cards.view import ApprovalView, build_view
+from cards.view import ApprovalView, build_view, decider_text
 from engine.errors import NotFound
 from engine.model import OutboxRecord, TakeoverRequest, TakeoverStatus
 from engine.runtime import Engine
@@ -219,7 +219,7 @@ def _decision(
     elif status is TakeoverStatus.CANCELLED:
         verb, quorum, notes = "cancel", None, None
     return {
-        "actor": actor or "someone",
+        "actor": decider_text(request, actor) or "someone",
         "verb": verb,
         "status": status.value,
         "notes": notes,

@@ -47,7 +47,11 @@ def install(app: web.Application, engine: Engine) -> None:
         )
     links = ApprovalLinks(engine, signer)
     sessions = Sessions(
-        signer, engine.store, engine.clock, secure=server.public_url.startswith("https://")
+        signer,
+        engine.store,
+        engine.clock,
+        secure=server.public_url.startswith("https://"),
+        config=engine.config,
     )
     ctx = WebContext(engine, links, sessions)
     app[WEB] = ctx

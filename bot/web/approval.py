@@ -31,6 +31,7 @@ from bot.web.security import CSRF_FIELD
 from cards.render import render_web_card
 from cards.templating import plain_date
 from cards.view import build_view
+from engine.approvers import releases_freely
 from engine.errors import Conflict, Forbidden, Gone, InvalidRequest, Unauthorized
 from engine.links import ApprovalLink, LinkUse
 from engine.model import Principal, TakeoverRequest, TakeoverStatus
@@ -78,11 +79,7 @@ def situation(
         return Situation(200, used, "info", False)
     took_over = use is not None and use.action == "takeover"
     if request.status is TakeoverStatus.GRANTED:
-        may_release = (
-            took_over
-            if link
-            else who is not None and (who.is_admin or request.decided_by == who.name)
-        )
+        may_release = took_over if link else who is not None and releases_freely(request, who)
         if may_release:
             return Situation(200, "You took this over: release it when done.", "info", True)
         note = f"Taken over by {request.decided_by}, who will release it."

@@ -23,10 +23,11 @@ from bot.web.security import CSRF_FIELD
 from cards.view import build_view
 from engine.errors import InvalidRequest
 from engine.model import TERMINAL_RUN_STATUSES, RunStatus, TakeoverStatus
-from engine.queue import QueueFilter, pending_queue
+from engine.queue import QueueFilter, approval_queue
 from engine.timeline import TimelineReader
 
 routes = web.RouteTableDef()
+CONSOLE_PAGE = 100
 
 
 def console_page(handler: Handler) -> Handler:
@@ -57,7 +58,11 @@ async def queue(request: web.Request) -> web.StreamResponse:
     engine = ctx.engine
     where = QueueFilter(_choice(request, "workflow"), _choice(request, "channel"),
                         _choice(request, "approver"))  # fmt: skip
-    entries = await pending_queue(engine.store, where)
+    # The same reading as GET /v1/approvals, a page at a time.
+    found = await approval_queue(
+        engine.store, where, limit=CONSOLE_PAGE, cursor=_choice(request, "cursor")
+    )
+    entries = found.entries
     now = engine.clock.now()
     rows = [
         (e, build_view(e.request, e.run, approval_url=None, run_url=None, now=now),
@@ -73,6 +78,7 @@ async def queue(request: web.Request) -> web.StreamResponse:
         workflows=sorted(await engine.workflows.all()),
         people=sorted(engine.config.people),
         channels=channels,
+        next_page=_next_page(request, found.next_cursor),
         demo=has_demo(engine.config),
         demo_workflow=DEMO_WORKFLOW,
     )
@@ -131,6 +137,14 @@ async def demo(request: web.Request) -> web.StreamResponse:
     ctx.sessions.check_csrf(request, form.get(CSRF_FIELD))
     run = await start_demo(ctx.engine)
     return redirect(f"/console/runs/{run.id}")
+
+
+def _next_page(request: web.Request, cursor: str | None) -> str | None:
+    """The queue's next page, with the same filters."""
+    if cursor is None:
+        return None
+    query = {k: v for k, v in request.query.items() if k != "cursor" and v}
+    return str(request.rel_url.with_query({**query, "cursor": cursor}))
 
 
 def _age(now: datetime, since: datetime) -> str:

@@ -22,6 +22,8 @@ from datetime import datetime, timedelta
 
 from aiohttp import web
 
+from engine.approvers import token_principal
+from engine.config import AppConfig
 from engine.errors import Forbidden
 from engine.links import Signer
 from engine.model import ApiToken, Principal, Role
@@ -46,7 +48,10 @@ class Session:
 
 
 class Sessions:
-    def __init__(self, signer: Signer, store: SqlStore, clock: Clock, *, secure: bool) -> None:
+    def __init__(
+        self, signer: Signer, store: SqlStore, clock: Clock, *, secure: bool, config: AppConfig
+    ) -> None:
+        self.config = config  # who is an admin (``engine.approvers``)
         self.signer = signer
         self.store = store
         self.clock = clock
@@ -98,10 +103,7 @@ class Sessions:
             return None
         if token.role not in CONSOLE_ROLES:
             return None
-        if token.person is not None:
-            who = Principal(token.person, token.role, person=token.person, token=token.name)
-        else:
-            who = Principal(f"token:{token.name}", token.role, token=token.name)
+        who = token_principal(self.config, token)  # admin only while listed in admins:
         request[_PRINCIPAL] = who
         return who
 

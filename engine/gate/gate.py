@@ -26,8 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.approvers import rating_refusal
 from engine.config import AppConfig
-from engine.errors import InvalidRequest
+from engine.errors import Forbidden, InvalidRequest
 from engine.gate.calibration import MIN_SAMPLES, Calibration, adjust
 from engine.gate.estimators import ConfidenceEstimator, all_estimators
 from engine.gate.settings import EffectiveSettings, GateSettings, Override
@@ -183,13 +184,16 @@ class ConfidenceGate:
     ) -> JournalEntry:
         """Journal ``feedback_recorded {score, comment, by}`` on a step (any run status).
         The 👍/👎 buttons of executed-step notices record 5 and 1. ``InvalidRequest`` for a
-        score outside 1..5, ``NotFound`` for an unknown run or step."""
+        score outside 1..5, ``NotFound`` for an unknown run or step, ``Forbidden`` for an agent
+        (only people rate; ``engine.approvers.rating_refusal``)."""
         if isinstance(score, bool) or not isinstance(score, int) or not 1 <= score <= 5:
             raise InvalidRequest(
                 f"score: must be a whole number 1..5, got {score!r}", field="score"
             )
         if comment is not None and len(comment) > MAX_COMMENT:
             raise InvalidRequest(f"comment: at most {MAX_COMMENT} characters", field="comment")
+        if isinstance(who, Principal) and (refused := rating_refusal(who)) is not None:
+            raise Forbidden(refused)  # a person's rating is never overwritten by an agent's
         name = who.name if isinstance(who, Principal) else who
         entry = await self.store.append_feedback(
             run_id, step_id, score, comment, name, self.clock.now()

@@ -38,6 +38,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+from engine.approvers import agent_layers
 from engine.config_sections import Estimator, GateConfig
 from engine.errors import Forbidden, InvalidRequest
 from engine.model import NodeType, Principal
@@ -174,8 +175,8 @@ class GateSettings:
         layers = [(Scope.GLOBAL, "")]
         if node_type is not None:
             layers.append((Scope.NODE_TYPE, node_type))
-        if agent is not None:
-            layers.append((Scope.AGENT, agent))
+        if agent is not None:  # a sub-agent (``bot/refunds``) has its token's settings first
+            layers += [(Scope.AGENT, name) for name in agent_layers(agent)]
         for scope, key in layers:
             for o in overrides:
                 if o.scope == scope and o.key == key:

@@ -10,6 +10,7 @@ from engine.store.decisions import DecisionStore
 from engine.store.expiry import ExpiryStore
 from engine.store.gate import GateStore
 from engine.store.outbox import OutboxStore
+from engine.store.queue import QueueStore
 from engine.store.records import RecordStore
 from engine.store.reminders import ReminderStore
 from engine.store.runs import NewRun, RunStore
@@ -28,6 +29,7 @@ class SqlStore(
     GateStore,
     CallStore,
     ReminderStore,
+    QueueStore,
     WebStore,
 ):
     """Every store operation, on SQLite or PostgreSQL. Each method is one transaction."""

@@ -45,9 +45,11 @@ from engine.store.fast import Fast
 from engine.store.tables import UTCDateTime
 from engine.store.takeovers import OutboxFor, load_takeover, votes_of, with_votes
 
-Check = Callable[[TakeoverRequest], None]
+Check = Callable[[TakeoverRequest], dict[str, Any] | None]
 """Called in a decision's transaction with the request as it stands (the caller's
-authorization): raising rolls the decision back."""
+authorization): raising rolls the decision back. A grant's or denial's check may return
+``{"override": kind}`` (an admin deciding outside the approvers): it is journaled with the
+decision, kept in the request's ``details.override``, and an overriding grant is final."""
 
 _GRANTS: dict[bool, Fast] = {}
 _RUN_LOCKED: dict[bool, Fast] = {}
@@ -146,8 +148,11 @@ class DecisionStore(StoreBase):
             row = _grant_statement(release)(conn, params).mappings().one_or_none()
             if row is None:
                 raise _already_decided(conn, request_id, now, check)
-            if check is not None:
-                check(takeover_from_row(row))
+            override = check(takeover_from_row(row)) if check is not None else None
+            if override and row["approvals"] < row["approvals_required"]:
+                row = _force_grant(conn, row, person, now, notes, sdp_offer, release)
+            if override:
+                row = _mark_override(conn, row, person, override)
             voted = self.fast_insert_ignore_on(t.takeover_votes, "request_id", "person")(
                 conn,
                 {"request_id": request_id, "person": person, "notes": notes, "at": now},
@@ -164,10 +169,11 @@ class DecisionStore(StoreBase):
                 "notes": notes,
                 "approvals": approvals,
                 "approvalsRequired": required,
-                "final": approvals >= required,
+                "final": approvals >= required or bool(override),
+                **(override or {}),
             }
             events = [NewEvent(JournalEvent.TAKEOVER_GRANTED, step_id, grant_data)]
-            if approvals >= required and release:
+            if (approvals >= required or override) and release:
                 events += _release_events(request_id, step_id, person)
                 self._back_to_work(conn, run_id, events, now, adopt)
             else:
@@ -241,12 +247,15 @@ class DecisionStore(StoreBase):
             )
             if row is None:
                 raise _already_decided(conn, request_id, now, check)
+            override = check(takeover_from_row(row)) if check is not None else None
+            if override:
+                row = _mark_override(conn, row, person, override)
             event = NewEvent(
                 JournalEvent.TAKEOVER_DENIED,
                 row["step_id"],
-                {"requestId": request_id, "by": person, "notes": notes},
+                {"requestId": request_id, "by": person, "notes": notes, **(override or {})},
             )
-            return self._hand_back(conn, row, [event], now, adopt, outbox, check)
+            return self._hand_back(conn, row, [event], now, adopt, outbox, None)
 
         return work
 
@@ -405,6 +414,40 @@ class DecisionStore(StoreBase):
         if row is None or row["status"] != RunStatus.WAITING.value:
             return None
         return run_from_row(row)
+
+
+def _force_grant(
+    conn: Connection,
+    row: Any,
+    person: str,
+    now: datetime,
+    notes: str | None,
+    sdp_offer: str | None,
+    release: bool,
+) -> Any:
+    """An admin override decides a request its quorum has not: granted (or released) now.
+    The row is already locked by this transaction's UPDATE."""
+    tr = t.takeover_requests
+    decided = TakeoverStatus.RELEASED if release else TakeoverStatus.GRANTED
+    values: dict[str, Any] = {
+        "status": decided.value,
+        "decided_by": person,
+        "decided_at": now,
+        "notes": notes,
+        "sdp_offer": sdp_offer,
+    }
+    if release:
+        values.update(released_by=person, released_at=now)
+    stmt = update(tr).where(tr.c.id == row["id"]).values(values).returning(tr)
+    return conn.execute(stmt).mappings().one()
+
+
+def _mark_override(conn: Connection, row: Any, person: str, override: dict[str, Any]) -> Any:
+    """Keep the override on the request (``details.override``), for cards and notices."""
+    tr = t.takeover_requests
+    details = {**(row["details"] or {}), "override": {"by": person, **override}}
+    stmt = update(tr).where(tr.c.id == row["id"]).values(details=details).returning(tr)
+    return conn.execute(stmt).mappings().one()
 
 
 def _unclaimed(adopt: Adopt | None) -> None:

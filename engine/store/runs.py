@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,6 +19,7 @@ from engine.model import (
     Run,
     RunStatus,
     TakeoverRequest,
+    TakeoverStatus,
 )
 from engine.store import tables as t
 from engine.store.base import (
@@ -36,6 +37,7 @@ from engine.store.base import (
     read_for_worker,
     read_run_and_journal,
     run_from_row,
+    takeover_from_row,
     takeover_values,
 )
 from engine.store.db import mark_ready
@@ -247,12 +249,20 @@ class RunStore(StoreBase):
         outbox: Sequence[OutboxMessage] = (),
         parent_wakeup: tuple[str, NewEvent] | None = None,
         expect: int | None = None,
+        unreached: OutboxFor | None = None,
+        open_requests: bool = False,
     ) -> int:
         """Append events as the lease holder (fenced: a worker that lost its lease is refused).
         ``finish`` ends the run (completed/failed) in the same transaction, and wakes its parent
         run when it has one. Returns the first sequence number appended. ``expect``: the
         first sequence number the caller expects; an attempt whose commit was lost to the
-        caller but happened is not appended again (``append_journal``)."""
+        caller but happened is not appended again (``append_journal``).
+
+        A run that ends with takeover requests still open (an operator's, for a step the run
+        never reached) cancels them in the same transaction, with ``unreached``'s card
+        updates: when the caller knows of one (``open_requests``), or when someone appended
+        meanwhile (a request made while the last step ran). Only then: no extra statement
+        for the runs that end with nothing open."""
 
         def work(conn: Connection) -> int:
             values: dict[str, Any] = {}
@@ -278,7 +288,11 @@ class RunStore(StoreBase):
             if parent_wakeup is not None:
                 parent_id, parent_event = parent_wakeup
                 _wake_parent(conn, parent_id, parent_event, now)
-            insert_outbox(conn, self, outbox, now)
+            closed: list[TakeoverRequest] = []
+            if finish is not None and (open_requests or (expect is not None and first != expect)):
+                closed = _cancel_unreached(conn, run_id, now)
+            more = [m for r in closed for m in unreached(r)] if unreached is not None else []
+            insert_outbox(conn, self, [*outbox, *more], now)
             return first
 
         try:
@@ -368,6 +382,37 @@ class RunStore(StoreBase):
             return True
 
         return await self.db.transact(work)
+
+
+OutboxFor = Callable[[TakeoverRequest], Sequence[OutboxMessage]]
+UNREACHED_NOTE = "the run ended before it reached this step"
+
+
+def _cancel_unreached(conn: Connection, run_id: str, now: datetime) -> list[TakeoverRequest]:
+    """Cancel the open requests of a run that has just ended (journaled after its end)."""
+    tr = t.takeover_requests
+    rows = list(
+        conn.execute(
+            update(tr)
+            .where(
+                tr.c.run_id == run_id,
+                tr.c.status.in_([TakeoverStatus.PENDING.value, TakeoverStatus.GRANTED.value]),
+            )
+            .values(status=TakeoverStatus.CANCELLED.value, decided_at=now, notes=UNREACHED_NOTE)
+            .returning(tr)
+        ).mappings()
+    )
+    if rows:
+        events = [
+            NewEvent(
+                JournalEvent.TAKEOVER_CANCELLED,
+                r["step_id"],
+                {"requestId": r["id"], "notes": UNREACHED_NOTE},
+            )
+            for r in rows
+        ]
+        append_journal(conn, run_id, events, now, guard=Guard.EXISTS)
+    return [takeover_from_row(r) for r in rows]
 
 
 def _fence(owner: str) -> list[Any]:

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
-from engine.errors import NotFound, TransitionRefused
+from engine.errors import Conflict, NotFound, TransitionRefused
 from engine.model import (
     TERMINAL_RUN_STATUSES,
     JournalEvent,
@@ -121,6 +121,10 @@ class TakeoverStore(StoreBase):
                 guard=Guard.OPEN,
                 refused="only a queued or running run can be taken over",
             )
+            if request.step_id is not None:
+                # After the append: its UPDATE holds the run's row, so a worker's
+                # ``step_started`` committed meanwhile is seen here, not missed.
+                _refuse_started(conn, request.run_id, request.step_id)
             FAST_INSERT_TAKEOVER(conn, takeover_values(request))
             after = load_takeover(conn, request.id)
             if outbox is not None:
@@ -128,6 +132,27 @@ class TakeoverStore(StoreBase):
             return after
 
         return await self.db.transact(work)
+
+
+def _refuse_started(conn: Connection, run_id: str, step_id: str) -> None:
+    """A takeover of a step the run has already started (or finished) could never park it:
+    refused, and the transaction that would create the request rolls back."""
+    j = t.journal
+    started = conn.execute(
+        select(j.c.seq)
+        .where(
+            j.c.run_id == run_id,
+            j.c.step_id == step_id,
+            j.c.event == JournalEvent.STEP_STARTED.value,
+        )
+        .limit(1)
+    ).first()
+    if started is not None:
+        raise Conflict(
+            f"step {step_id!r} of run {run_id} has already started; a takeover can only stop "
+            "the run before a step it has not reached",
+            stepId=step_id,
+        )
 
 
 def votes_of(conn: Connection, request_ids: Sequence[str]) -> dict[str, list[Vote]]:

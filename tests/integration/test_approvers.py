@@ -202,3 +202,68 @@ async def test_a_request_named_under_another_run_is_not_found(api: Api) -> None:
     assert (await state(api, run_a, request_a), await state(api, run_b, request_b)) == before
     status, body = await decide(api, run_a, request_a, "carol")
     assert status == 200 and body["status"] == "released", body
+
+
+# -- admin override (seed 003: an admin may force-advance any pending request) ---------------
+
+
+async def test_an_admin_overrides_a_request_they_are_not_an_approver_of(api: Api) -> None:
+    run_id, request_id = await parked(api, "listed")  # approvers: bob, carol; alice is admin
+    status, body = await decide(api, run_id, request_id, "admin", notes="urgent")
+    assert status == 200, body
+    assert body["status"] == "released" and body["decidedBy"] == "alice"
+    request = await api.engine.store.get_takeover(request_id)
+    assert request.details["override"] == {"by": "alice", "override": "admin"}
+    granted = [
+        e
+        for e in await api.engine.store.journal(run_id)
+        if e.event == JournalEvent.TAKEOVER_GRANTED
+    ]
+    assert [(e.data["by"], e.data["override"], e.data["final"]) for e in granted] == [
+        ("alice", "admin", True)
+    ]
+    assert await wait_status(api.engine, run_id, RunStatus.COMPLETED) == RunStatus.COMPLETED
+    assert await actions(api, run_id) == ["refund"]
+
+
+async def test_an_admin_override_decides_a_quorum_at_once(api: Api) -> None:
+    run_id, request_id = await parked(api, "quorum")  # two of bob, carol, dave
+    status, body = await decide(api, run_id, request_id, "bob")
+    assert status == 200 and body["status"] == "pending", body
+    status, body = await decide(api, run_id, request_id, "admin")
+    assert status == 200 and body["status"] == "released", body
+    assert body["decidedBy"] == "alice"
+    assert await wait_status(api.engine, run_id, RunStatus.COMPLETED) == RunStatus.COMPLETED
+
+
+async def test_an_admin_override_denies(api: Api) -> None:
+    run_id, request_id = await parked(api, "listed")
+    status, body = await decide(api, run_id, request_id, "admin", "deny", notes="no")
+    assert status == 200 and body["status"] == "denied", body
+    denied = [
+        e for e in await api.engine.store.journal(run_id) if e.event == JournalEvent.TAKEOVER_DENIED
+    ]
+    assert [(e.data["by"], e.data["override"]) for e in denied] == [("alice", "admin")]
+    assert await wait_status(api.engine, run_id, RunStatus.FAILED) == RunStatus.FAILED
+
+
+async def test_an_approver_deciding_is_no_override(api: Api) -> None:
+    run_id, request_id = await parked(api, "listed")
+    status, body = await decide(api, run_id, request_id, "carol")
+    assert status == 200, body
+    request = await api.engine.store.get_takeover(request_id)
+    assert "override" not in request.details
+    (granted,) = [
+        e
+        for e in await api.engine.store.journal(run_id)
+        if e.event == JournalEvent.TAKEOVER_GRANTED
+    ]
+    assert "override" not in granted.data
+
+
+async def test_an_admin_still_cannot_decide_their_own_run(api: Api) -> None:
+    run_id, request_id = await parked(api, "listed", as_="admin")  # alice started it
+    before = await state(api, run_id, request_id)
+    status, body = await decide(api, run_id, request_id, "admin")
+    assert status == 403 and "started this run" in body["message"], body
+    assert await state(api, run_id, request_id) == before

@@ -6,15 +6,20 @@ import hashlib
 import hmac
 import json
 import logging
+import socket
 
 import pytest
 from aiohttp import web
+from aiohttp.abc import AbstractResolver
 from aiohttp.test_utils import TestServer
 
 from engine.callbacks import SIGNATURE_HEADER, CallbackSink, verify
+from engine.config import parse_config
+from engine.errors import ConfigError
+from engine.outbound import OutboundGuard
 from engine.ports import ManualClock
 from tests.integration.test_api_calls import CALLS, FLOW, REFUND
-from tests.support.api import running_api
+from tests.support.api import config_text, running_api
 from tests.support.engines import wait_for
 
 SECRET = "s3cret-for-tests"
@@ -60,10 +65,18 @@ def clock():
     return ManualClock()
 
 
+LOOPBACK_ALLOWED = "allowInternalTargets: ['127.0.0.1/32']"
+
+
 @pytest.fixture
 async def api(migrated_db_url, clock):
-    async with running_api(migrated_db_url, FLOW, extra=CALLS, clock=clock) as api:
-        api.engine.add_sink("callback", CallbackSink(api.engine.store, api.engine.clock, SECRET))
+    """The receivers listen on loopback, which the deployment here allows explicitly."""
+    async with running_api(
+        migrated_db_url, FLOW, extra=CALLS, server=LOOPBACK_ALLOWED, clock=clock
+    ) as api:
+        guard = api.engine.calls.outbound
+        sink = CallbackSink(api.engine.store, api.engine.clock, SECRET, guard=guard)
+        api.engine.add_sink("callback", sink)
         yield api
 
 
@@ -176,3 +189,91 @@ def test_empty_secret_signs_with_a_process_key_and_warns(caplog):
     other = CallbackSink(store=None, clock=ManualClock(), secret_key="")  # type: ignore[arg-type]
     assert len(sink.key) == 32 and sink.key != other.key
     assert "secretKey is empty" in caplog.text
+
+
+LOOKUP = {"connector": "demo-ledger", "action": "lookup", "args": {"order": "o"}}
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:1/hook",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://10.0.0.1/x",
+        "http://192.168.1.1/x",
+        "http://[::1]/x",
+        "http://[::ffff:127.0.0.1]/x",
+        "http://[fd00::1]/x",
+        "http://100.64.0.1/x",
+        "http://0.0.0.0/x",
+        "http://localhost/x",
+        "http://app.localhost/x",
+    ],
+)
+async def test_internal_callback_urls_are_refused_and_nothing_is_stored(migrated_db_url, url):
+    async with running_api(migrated_db_url, FLOW, extra=CALLS) as api:
+        status, body = await api.call(
+            "POST", "/v1/calls", as_="agent", json={**LOOKUP, "callbackUrl": url}
+        )
+        assert status == 400, body
+        assert "internal address" in body["message"]
+        assert await api.engine.store.list_runs(limit=10) == []
+
+
+class FakeDns(AbstractResolver):
+    """Resolves every name to 127.0.0.1, as a name an agent controls could."""
+
+    async def resolve(self, host, port=0, family=socket.AF_INET):
+        return [
+            {
+                "hostname": host,
+                "host": "127.0.0.1",
+                "port": port,
+                "family": socket.AF_INET,
+                "proto": 0,
+                "flags": socket.AI_NUMERICHOST,
+            }
+        ]
+
+    async def close(self):
+        pass
+
+
+@pytest.mark.parametrize("allowed", [False, True], ids=["refused", "allow-listed"])
+async def test_a_name_resolving_inside_is_checked_when_called(
+    migrated_db_url, receiver_factory, allowed
+):
+    """A public-looking name passes the check on arrival; what it resolves to is checked at
+    connect time: refused for good, unless the deployment allows the network."""
+    receiver = await receiver_factory([200])
+    server = LOOPBACK_ALLOWED if allowed else ""
+    async with running_api(migrated_db_url, FLOW, extra=CALLS, server=server) as api:
+        networks = api.engine.config.server.allow_internal_targets
+        guard = OutboundGuard(networks, resolver=FakeDns())
+        api.engine.add_sink(
+            "callback", CallbackSink(api.engine.store, api.engine.clock, SECRET, guard=guard)
+        )
+        url = f"http://hooks.agent.example:{receiver.server.port}/hook"
+        status, body = await api.call(
+            "POST", "/v1/calls", as_="agent", json={**LOOKUP, "callbackUrl": url}
+        )
+        assert status == 200, body
+
+        async def settled():
+            rows = await _callback_rows(api, body["executionId"])
+            return rows and rows[0][1] in ("failed", "sent") and rows[0]
+
+        record, state = await wait_for(settled)
+    if allowed:
+        assert state == "sent" and len(receiver.received) == 1
+    else:
+        assert state == "failed" and record.attempts == 1
+        assert receiver.received == []
+
+
+def test_allow_list_must_hold_networks():
+    with pytest.raises(ConfigError) as caught:
+        parse_config(
+            config_text("sqlite+aiosqlite:///x.db", FLOW, server="allowInternalTargets: [nope]"), {}
+        )
+    assert "server.allowInternalTargets[0]: must be an IP network" in caught.value.message

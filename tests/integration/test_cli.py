@@ -86,7 +86,7 @@ async def test_broken_configs_exit_2_naming_the_yaml_path(
 async def test_token_create_prints_the_token_once_and_stores_only_its_hash(
     tmp_path: Path,
 ) -> None:
-    config = write_config(tmp_path, "people: {alice: {email: a@example.com}}\n")
+    config = write_config(tmp_path, "people: {alice: {email: a@example.com}}\nadmins: [alice]\n")
     assert (await run_cli("migrate", "--config", str(config)))[0] == 0
     code, out, _ = await run_cli(
         "token",
@@ -113,7 +113,16 @@ async def test_token_create_prints_the_token_once_and_stores_only_its_hash(
     assert code == 0 and "x\tadmin\talice\tactive" in out and token not in out
 
     code, _, err = await run_cli(
-        "token", "create", "--role", "admin", "--name", "x", "--config", str(config)
+        "token",
+        "create",
+        "--role",
+        "admin",
+        "--name",
+        "x",
+        "--person",
+        "alice",
+        "--config",
+        str(config),
     )
     assert code == 1 and "already exists" in err
 
@@ -136,6 +145,37 @@ async def test_token_create_prints_the_token_once_and_stores_only_its_hash(
     assert "revoked" in out
     code, _, err = await run_cli("token", "revoke", "x", "--config", str(config))
     assert code == 1 and "no active token" in err
+
+
+async def test_token_create_refuses_an_admin_token_for_someone_not_in_admins(
+    tmp_path: Path,
+) -> None:
+    people = "people: {alice: {email: a@example.com}, carol: {email: c@example.com}}\n"
+    config = write_config(tmp_path, people + "admins: [alice]\n")
+    assert (await run_cli("migrate", "--config", str(config)))[0] == 0
+    admin = ("token", "create", "--role", "admin", "--name", "c", "--config", str(config))
+    code, out, err = await run_cli(*admin, "--person", "carol")
+    assert code == 2, (out, err)
+    assert "error: --person 'carol' is not in admins: (admins: alice); no token created" in err
+    code, out, err = await run_cli(*admin)  # no person: nobody to be an admin
+    assert code == 2 and "an admin token needs --person" in err, (out, err)
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        assert db.execute("SELECT count(*) FROM api_tokens").fetchone() == (0,)
+    code, _, err = await run_cli(*admin, "--person", "alice")
+    assert code == 0, err
+    code, _, err = await run_cli(  # carol may still have an approver token
+        "token",
+        "create",
+        "--role",
+        "approver",
+        "--name",
+        "c2",
+        "--person",
+        "carol",
+        "--config",
+        str(config),
+    )
+    assert code == 0, err
 
 
 async def test_cards_render_prints_a_card(tmp_path: Path) -> None:

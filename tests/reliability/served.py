@@ -76,9 +76,11 @@ STATE_TABLES = (
     "chat_threads",
     "chat_messages",
 )
-# bob approves; alice is the admin (not an approver); mallory is known and may decide nothing.
+# bob approves; alice is the admin (not an approver, but an admin may decide any request: an
+# admin override); mallory is known and may decide nothing.
 PEOPLE = {"alice": "U0ALICE01", "bob": "U0BOB0001", "mallory": "U0MALLORY"}
 APPROVERS = ("bob",)
+DECIDERS = (*APPROVERS, "alice")  # who may decide the pending request
 WORKFLOWS = """\
 workflows:
   pay:

@@ -55,7 +55,7 @@ from tests.fakes.openid import (
 from tests.fakes.teams import FakeConnector
 from tests.integration.teams.teamsharness import CHANNEL, UNSIGNED, Teams
 from tests.reliability.served import (
-    APPROVERS,
+    DECIDERS,
     FUZZ,
     Target,
     config_body,
@@ -68,8 +68,8 @@ from tests.support.hostile import HOSTILE
 ROUTE = "/api/messages"
 PERSONAL = "a:1personal-chat-with-the-bot"
 HUGE = "x" * 100_000
-# Who acts: the approver, the admin (no approver), a known non-approver, an Azure AD id not in
-# people:, and an activity with no ``from`` at all.
+# Who acts: the approver, the admin (no approver, but may override), a known non-approver, an
+# Azure AD id not in people:, and an activity with no ``from`` at all.
 ACTORS = ["bob", "alice", "mallory", "stranger", None]
 VERBS = ["grant", "deny", "takeover", "release", "refresh", "feedback"]
 COMMANDS = [
@@ -221,7 +221,7 @@ def request_ids(real: str, run_id: str, actor: str | None) -> st.SearchStrategy[
         | st.text(max_size=40)
         | json_values
     )
-    return ids if actor in APPROVERS else mostly(st.just(real), ids)
+    return ids if actor in DECIDERS else mostly(st.just(real), ids)
 
 
 def card_data(ids: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:

@@ -44,11 +44,12 @@ class Api:
         return token
 
 
-def config_text(db_url: str, workflows_yaml: str, extra: str = "") -> str:
+def config_text(db_url: str, workflows_yaml: str, extra: str = "", server: str = "") -> str:
+    """A config around ``workflows_yaml``; ``server`` adds keys to the server mapping."""
     return (
         f"database: {{url: '{db_url}'}}\n"
         "server: {workers: 8, leaseSeconds: 30, pollSeconds: 0.05, "
-        "publicUrl: 'http://signoff.test'}\n"
+        f"publicUrl: 'http://signoff.test'{', ' + server if server else ''}}}\n"
         + PEOPLE
         + textwrap.dedent(extra)
         + "workflows:\n"
@@ -62,10 +63,11 @@ async def running_api(
     workflows_yaml: str,
     *,
     extra: str = "",
+    server: str = "",
     clock: ManualClock | None = None,
     **options: Any,
 ) -> AsyncIterator[Api]:
-    config = parse_config(config_text(db_url, workflows_yaml, extra), {})
+    config = parse_config(config_text(db_url, workflows_yaml, extra, server), {})
     opts = EngineOptions(
         clock=clock or ManualClock(), ids=SequentialIds("id"), owner="api-worker", **options
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -49,6 +50,15 @@ connectors:
 """
 
 CONFIGS = {
+    "lists": """
+policies:
+  - {name: fro, decision: block, connector: crm, action: get,
+     conditions: [{arg: tags, match: "fro*"}]}
+  - {name: numbers, decision: block, connector: crm, action: get,
+     conditions: [{arg: ids, match: "re:^[0-9]+$"}]}
+  - {name: any-evil, decision: block, connector: mailer, action: send,
+     conditions: [{arg: to, match: "re:^(?!.*@evil\\\\.example$)", negate: true}]}
+""",
     "main": """
 policy: {defaultMode: allow_all}
 policies:
@@ -134,6 +144,8 @@ policies:
 }
 
 VIP = {"customer": {"tier": "vip"}, "tags": ["frozen", "x"]}
+INTERNAL = ["a@example.com", "b@example.com"]
+MIXED = ["a@example.com", "x@other.org"]
 
 # (id, config, connector, action, args, decision, deciding rule)
 CASES = [
@@ -168,14 +180,48 @@ CASES = [
         ALLOW,
         "policy.defaultMode",
     ),
+    # A condition on a list holds when every element matches; negated, when any does not.
+    ("list-every-element", "main", "mailer", "send", {"to": INTERNAL}, ALLOW, "policy.defaultMode"),
+    ("list-one-elsewhere", "main", "mailer", "send", {"to": MIXED}, ASK, "external-mail"),
+    ("list-empty-is-missing", "main", "mailer", "send", {"to": []}, ALLOW, "policy.defaultMode"),
+    ("list-all-match-blocks", "lists", "crm", "get", {"tags": ["frozen", "from"]}, BLOCK, "fro"),
     (
-        "list-compared-as-json",
+        "list-not-all-match",
+        "lists",
+        "crm",
+        "get",
+        {"tags": ["frozen", "x"]},
+        ALLOW,
+        "policy.defaultMode",
+    ),
+    ("list-elements-as-json", "lists", "crm", "get", {"ids": [1, 22]}, BLOCK, "numbers"),
+    (
+        "list-any-bad-element",
+        "lists",
+        "mailer",
+        "send",
+        {"to": ["a@ok.org", "b@evil.example"]},
+        BLOCK,
+        "any-evil",
+    ),
+    (
+        "list-no-bad-element",
+        "lists",
+        "mailer",
+        "send",
+        {"to": ["a@ok.org"]},
+        ALLOW,
+        "policy.defaultMode",
+    ),
+    # A glob's * matches commas: one string naming two addresses passes *@example.com.
+    (
+        "glob-star-matches-commas",
         "main",
         "mailer",
         "send",
-        {"to": ["x@example.com"]},
-        ASK,
-        "external-mail",
+        {"to": "x@evil.test,a@example.com"},
+        ALLOW,
+        "policy.defaultMode",
     ),
     (
         "connector-glob-and-regex-on-number",
@@ -379,3 +425,26 @@ def test_fail_closed_reason_names_the_problem():
     found = evaluate_policy(cfg, cfg.connectors["crm"], "get", {"q": "x"})
     assert "malformed" in found.reason and "invalid regular expression" in found.reason
     assert cfg.rule_problems  # and `signoff check` lists it
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("to", "decision"),
+    [
+        (["a@example.com"], ALLOW),  # the README's own call runs
+        (["a@example.com", "b@example.com"], ALLOW),
+        ("a@example.com", ALLOW),
+        (["a@example.com", "x@evil.test"], ASK),
+        ("x@evil.test,a@example.com", ASK),  # one string, two addresses: held
+        (["x@evil.test,a@example.com"], ASK),
+        (["a@example.com.evil.test"], ASK),
+        (["A <a@example.com>"], ASK),
+    ],
+)
+def test_the_shipped_mailer_rule_holds_mail_to_anyone_outside(to, decision):
+    cfg = parse_config((ROOT / "app.yaml").read_text(), {})
+    assert cfg.rule_problems == ()
+    found = evaluate_policy(cfg, cfg.connectors["mailer"], "send", {"to": to, "subject": "Hi"})
+    assert found.decision == decision, found.reason

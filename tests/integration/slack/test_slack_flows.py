@@ -301,3 +301,35 @@ async def test_feedback_buttons_record_the_verdict_on_the_step(migrated_db_url: 
         (feedback,) = [e for e in journal if e.event == JournalEvent.FEEDBACK_RECORDED]
         assert feedback.step_id == "refund" and feedback.data["score"] == 1
         assert feedback.data["by"] == "carol"
+
+
+OVERRIDE_FLOWS = f"""
+bob-only:
+  nodes:
+    - {{id: approve, type: approval, approvers: [bob], channels: ["slack:{CHANNEL}"]}}
+    - {{id: refund, type: connector, connector: demo-ledger, action: refund,
+       args: {{order: "{{{{ input.order }}}}"}}}}
+"""
+
+
+async def test_an_admins_click_overrides_and_the_card_says_so(migrated_db_url: str) -> None:
+    """alice is an admin, not among the approvers (bob): her Approve is an admin override,
+    journaled as such and named on the card and in the thread."""
+    async with running_slack(migrated_db_url, OVERRIDE_FLOWS) as h:
+        run_id = await h.start("bob-only", {"order": "O-1"})
+        request = await h.request_of(run_id)
+        card = await card_of(h, request.id)
+        status, key = await h.click(USERS["alice"], "signoff_grant", request.id, message_ts=card.ts)
+        assert status == 200
+        await wait_status(h.engine, run_id, RunStatus.COMPLETED)
+        (granted,) = [
+            e
+            for e in await h.engine.store.journal(run_id)
+            if e.event == JournalEvent.TAKEOVER_GRANTED
+        ]
+        assert (granted.data["by"], granted.data["override"]) == ("alice", "admin")
+        decision, _ = await replies(h.slack, card, 2)
+        await until(lambda: card.updates >= 1)
+        assert "Approved by *alice* (admin override)" in text_of(card)
+        assert "alice (admin override)" in decision.text and "approved" in decision.text
+        assert h.told(key) == []

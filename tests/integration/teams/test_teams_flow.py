@@ -201,3 +201,20 @@ async def test_expiry_updates_the_card_and_posts_a_notice(teams: Teams):
         "lookup",
         "note",
     ]
+
+
+async def test_an_admins_deny_is_an_override_the_card_names(teams: Teams):
+    """alice is the admin and not in finance: her Deny decides, as an admin override."""
+    run_id = await start_run(teams)
+    request_id, card_id = await card_posted(teams, run_id)
+    status, body = await teams.click("deny", request_id, as_="alice", card=card_id, reason="no")
+    assert status == 200
+    denied = body["value"]
+    assert_valid_card(denied)
+    assert "Denied by alice (admin override)" in texts(denied)
+    await wait_status(teams.engine, run_id, RunStatus.COMPLETED)  # the deny path ran
+    journal = await teams.engine.store.journal(run_id)
+    (event,) = [e for e in journal if e.event == "takeover_denied"]
+    assert (event.data["by"], event.data["override"]) == ("alice", "admin")
+    await teams.connector.wait_for(lambda c: c.updates(card_id))
+    assert "Denied by alice (admin override)" in texts(teams.connector.current_card(card_id))

@@ -107,3 +107,34 @@ def test_safe_url() -> None:
     for bad in ("javascript:alert(1)", "https://x/a|b", "https://x/<a>", "https://x y",
                 "https://x/\u202e", "/relative", None, 42, "https://\u017f.example"):  # fmt: skip
         assert safe_url(bad) is None, bad
+
+
+def test_an_admin_override_is_named_on_every_card() -> None:
+    from cards.render import render_slack_card, render_teams_card, render_web_card
+    from cards.view import decider_text
+    from tests.unit.cards.cardchecks import assert_valid_teams
+
+    for state, words in (("denied", "Denied by"), ("granted", "Taken over by")):
+        request = sample_request(state)
+        overridden = replace(
+            request, details={**request.details, "override": {"by": "bob", "override": "admin"}}
+        )
+        view = build_view(overridden, sample_run(), approval_url=None, run_url=None)
+        assert view.override == "admin override"
+        slack = str(render_slack_card(view))
+        assert f"{words} *bob* (admin override)" in slack, state
+        teams = render_teams_card(view)
+        assert_valid_teams(teams)
+        assert "(admin override)" in str(teams)
+        web = render_web_card(view, csrf_token="t", form_action="/x")
+        assert f"{words} <strong>bob</strong> (admin override)" in web
+        assert decider_text(overridden, "bob") == "bob (admin override)"
+        plain = build_view(request, sample_run(), approval_url=None, run_url=None)
+        assert plain.override is None and "override" not in str(render_slack_card(plain))
+        assert decider_text(request, "bob") == "bob"
+    # Only the decider's own override counts (a stale or foreign record is not shown).
+    request = sample_request("denied")
+    other = replace(
+        request, details={**request.details, "override": {"by": "eve", "override": "admin"}}
+    )
+    assert build_view(other, sample_run(), approval_url=None, run_url=None).override is None
