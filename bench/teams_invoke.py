@@ -61,6 +61,7 @@ def config_text(db_url: str) -> str:
     return (
         f"database: {{url: '{db_url}'}}\n"
         "server: {workers: 8, publicUrl: 'http://127.0.0.1:8080'}\n"
+        "teams: {insecureLocalDev: true}\n"  # the bench's invokes are unsigned
         f"people:\n{people}\n"
         f"groups:\n  finance: [{', '.join(APPROVERS)}]\n"
         "admins: [p0]\n"

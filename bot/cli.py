@@ -155,7 +155,9 @@ def _slack_state(config: AppConfig) -> str:
 
 def _teams_state(config: AppConfig) -> str:
     if not config.teams.app_id:
-        return "unset (unauthenticated local mode)"
+        if config.teams.insecure_local_dev:
+            return "unset, insecureLocalDev ON: unsigned requests accepted (local testing only)"
+        return "unset (/api/messages not mounted)"
     if not config.teams.app_password:
         return "invalid: appId set without appPassword"
     return "set"

@@ -232,8 +232,13 @@ def utf16_len(text: str) -> int:
 
 
 def teams_cost(text: str) -> int:
-    """Bytes ``text`` adds to a card, counted the strictest way: ASCII-escaped JSON in UTF-16."""
-    return 2 * (len(json.dumps(text)) - 2)
+    """Bytes ``text`` adds to a card, as ``cards.limits.teams_card_bytes`` counts them: its
+    JSON string (the escapes JSON needs, no others) in UTF-16 or UTF-8, whichever is larger."""
+    escaped = json.dumps(text, ensure_ascii=False)[1:-1]
+    return max(
+        len(escaped.encode("utf-16-le", "surrogatepass")),
+        len(escaped.encode("utf-8", "surrogatepass")),
+    )
 
 
 def truncate(text: str, limit: int, flavor: Flavor, cost: Callable[[str], int] = utf16_len) -> str:

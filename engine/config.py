@@ -283,17 +283,19 @@ def parse_config(raw_text: str, env: Mapping[str, str], source_name: str = "app.
         if (why := check_principal(name)) is not None:
             problems.append(f"gate.approvers[{i}]: {why}")
 
+    database = parse_database(raw.get("database"), env, problems)
+    server = parse_server(raw.get("server"), env, problems)
     config = AppConfig(
         source=source_name,
-        database=parse_database(raw.get("database"), env, problems),
-        server=parse_server(raw.get("server"), env, problems),
+        database=database,
+        server=server,
         people=people,
         groups=groups,
         admins=admins,
         approvers=approvers,
         llm=parse_llm(raw.get("llm"), "llm", problems),
         slack=parse_slack(raw.get("slack"), "slack", problems),
-        teams=parse_teams(raw.get("teams"), "teams", problems),
+        teams=parse_teams(raw.get("teams"), "teams", problems, server.host),
         gate=gate,
         gate_env=MappingProxyType({k: env[k] for k in GATE_ENV if k in env}),
         approvals=parse_approvals(raw.get("approvals"), "approvals", problems),

@@ -105,18 +105,25 @@ class SlackConfig:
 
 @dataclass(frozen=True, slots=True)
 class TeamsConfig:
-    """The Teams endpoint is always mounted; without an app id it skips authentication
-    (the Bot Framework Emulator and local tests)."""
+    """With an app id the Teams endpoint checks every request's Bot Framework token. Without
+    one it is not mounted at all, unless ``insecureLocalDev`` (loopback servers only) asks
+    for it to accept unsigned requests, as the Agents Playground sends them."""
 
     app_id: str = ""
     app_password: str = ""
     tenant_id: str = ""
     open_id_metadata_url: str | None = None
     token_issuer: str | None = None
+    insecure_local_dev: bool = False
 
     @property
     def authenticated(self) -> bool:
         return bool(self.app_id)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether ``/api/messages`` is mounted: an app id, or the development switch."""
+        return self.authenticated or self.insecure_local_dev
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,16 +298,43 @@ def parse_slack(raw: Any, path: str, problems: list[str]) -> SlackConfig:
     )
 
 
-def parse_teams(raw: Any, path: str, problems: list[str]) -> TeamsConfig:
-    keys = ("appId", "appPassword", "tenantId", "openIdMetadataUrl", "tokenIssuer")
+def parse_teams(raw: Any, path: str, problems: list[str], server_host: str) -> TeamsConfig:
+    keys = (
+        "appId",
+        "appPassword",
+        "tenantId",
+        "openIdMetadataUrl",
+        "tokenIssuer",
+        "insecureLocalDev",
+    )
     s = Section(raw, path, problems, keys)
+    insecure = bool(s.flag("insecureLocalDev", False))
+    if insecure and not is_loopback(server_host):
+        # Unsigned activities act as whoever they name: only this machine may send them.
+        s.error(
+            "insecureLocalDev",
+            f"accepts unsigned Teams requests, so it needs server.host on loopback "
+            f"(127.0.0.1, ::1 or localhost), got {server_host!r}",
+        )
+        insecure = False
     return TeamsConfig(
         app_id=s.text("appId", "") or "",
         app_password=s.text("appPassword", "") or "",
         tenant_id=s.text("tenantId", "") or "",
         open_id_metadata_url=s.url("openIdMetadataUrl"),
         token_issuer=s.text("tokenIssuer") or None,
+        insecure_local_dev=insecure,
     )
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a server bound to ``host`` can be reached from this machine only."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def parse_gate(raw: Any, path: str, problems: list[str]) -> GateConfig:

@@ -2,20 +2,24 @@
 
     install(app, engine)   mounts POST /api/messages and registers the ``teams`` outbox sink
 
-Modules: ``adapter`` (the only one importing the Bot Framework SDK), ``handlers`` (activities
-to engine calls), ``messages`` (cards and notices as Teams shows them), ``sink`` (outbox
-delivery), ``pacing`` (Teams rate limits), ``package`` (``signoff teams package``).
+Modules: ``adapter`` (the only one importing the Bot Framework SDK), ``tokens`` (the JWT check
+before the body is read), ``handlers`` (activities to engine calls), ``messages`` (cards and
+notices as Teams shows them), ``sink`` (outbox delivery), ``pacing`` (Teams rate limits),
+``package`` (``signoff teams package``).
 
-The endpoint is always mounted. With ``teams.appId`` set every request must carry a Bot
-Framework JWT that validates against that app id; without one, requests are accepted
-unauthenticated, which is only for local testing (the Agents Playground, the tests) and is
-logged as a warning at start.
+An endpoint that cannot verify its caller acts on nothing. With ``teams.appId`` set, every
+request must carry a Bot Framework JWT from the configured issuer for that app id; it is
+checked from the Authorization header alone before the body is read (401 otherwise), and the
+body is then parsed with ``engine.json_input`` (400 for what it refuses). Without an app id,
+``/api/messages`` is not mounted (404) and nothing is delivered to Teams. The one exception
+is ``teams.insecureLocalDev: true``, accepted only with ``server.host`` on loopback: then
+unsigned requests are accepted (the Agents Playground, the tests), with a loud warning at
+start.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 
@@ -26,36 +30,51 @@ from bot.teams.handlers import TeamsHandlers
 from bot.teams.pacing import Pacing
 from bot.teams.sink import TeamsSink
 from engine.background import cancel_and_wait
+from engine.errors import InvalidRequest
+from engine.json_input import parse_json
 from engine.runtime import Engine
 
 log = logging.getLogger(__name__)
 
 ROUTE = "/api/messages"
-# The SDK's own refresh happens, blocking the event loop, once the keys are a day old.
+# Keys are kept a day (bot.teams.tokens); refreshing well before keeps requests from waiting.
 METADATA_REFRESH_SECONDS = 6 * 3600
 
 
 def install(app: web.Application, engine: Engine) -> None:
-    """Mount the Teams endpoint on ``app`` and deliver ``teams:`` outbox messages."""
-    adapter = TeamsAdapter(engine.config.teams, pace=Pacing().call)
+    """Mount the Teams endpoint on ``app`` and deliver ``teams:`` outbox messages, when
+    ``teams.appId`` or ``teams.insecureLocalDev`` is set (module docstring)."""
+    config = engine.config.teams
+    if not config.enabled:
+        log.info("teams: no teams.appId configured, so %s is not mounted", ROUTE)
+        return
+    adapter = TeamsAdapter(config, pace=Pacing().call)
     handlers = TeamsHandlers(engine)
     engine.add_sink("teams", TeamsSink(engine, adapter))
 
     async def messages(request: web.Request) -> web.Response:
         try:
-            body = await request.json()
-        except json.JSONDecodeError:
-            return web.json_response({"error": "the body is not JSON"}, status=400)
-        auth_header = request.headers.get("Authorization", "")
+            await adapter.authenticate(request.headers.get("Authorization", ""))
+        except NotAuthenticated as exc:
+            log.warning("teams: rejected an unauthenticated request: %s", exc)
+            return _error(401, "unauthorized", "a valid Bot Framework token is required")
+        try:
+            body = parse_json(await request.read(), "the activity")
+        except web.HTTPRequestEntityTooLarge as exc:
+            return _error(413, "too_large", exc.reason)
+        except InvalidRequest as exc:
+            return _error(400, "invalid_json", exc.message)
         try:
             # The SDK's CloudAdapter.process() would answer every invoke with HTTP 500 here
             # (botbuilder 4.17.x); TeamsAdapter.process calls process_activity instead.
-            invoke = await adapter.process(auth_header, body, handlers.on_activity)
+            invoke = await adapter.process(
+                request.headers.get("Authorization", ""), body, handlers.on_activity
+            )
         except NotAuthenticated as exc:
             log.warning("teams: rejected an unauthenticated request: %s", exc)
-            return web.json_response({"error": "unauthorized"}, status=401)
+            return _error(401, "unauthorized", "a valid Bot Framework token is required")
         except BadActivity as exc:
-            return web.json_response({"error": str(exc)}, status=400)
+            return _error(400, "invalid_activity", str(exc))
         if invoke is None:
             return web.Response(status=200)
         return web.json_response(invoke.body, status=invoke.status)
@@ -70,18 +89,21 @@ def install(app: web.Application, engine: Engine) -> None:
     app.cleanup_ctx.append(refresh_keys)
     if not adapter.authenticated:
         log.warning(
-            "teams: no teams.appId configured, so %s accepts UNAUTHENTICATED requests; "
-            "this is for local testing only",
+            "teams: teams.insecureLocalDev is ON: %s accepts UNSIGNED requests, and anyone "
+            "who can reach it acts as any person it names. For local testing only; never "
+            "in production",
             ROUTE,
         )
 
 
+def _error(status: int, code: str, message: str) -> web.Response:
+    return web.json_response({"error": code, "message": message}, status=status)
+
+
 async def _refresh_keys(adapter: TeamsAdapter) -> None:
+    # Keys are fetched on the first request anyway; fetching ahead keeps requests from waiting.
     while True:
-        try:
-            await adapter.warm_openid_metadata()
-        except Exception as exc:  # the SDK will try itself on the next request
-            log.warning("teams: fetching the Bot Framework signing keys failed: %s", exc)
+        await adapter.keys.renew()
         await asyncio.sleep(METADATA_REFRESH_SECONDS)
 
 

@@ -2,7 +2,7 @@
 
 The Bot Framework SDK is archived upstream (its successor is the Microsoft 365 Agents SDK), so
 everything else in ``bot/teams/`` talks to this module through plain dataclasses and dicts:
-``Incoming`` (one activity as received), ``TurnReply`` (what to answer), ``Outgoing`` (a
+``Incoming`` (one activity as received), ``TurnReply`` (an invoke's answer), ``Outgoing`` (a
 message to send) and ``ConnectorFailure`` (a send that failed, with the HTTP status and any
 ``Retry-After``). Switching SDKs means rewriting this file alone.
 
@@ -14,9 +14,12 @@ Three SDK defects are worked around here, each where it bites:
   auth first, the deserialized activity second and the turn logic third.
 * Every turn builds a fresh ``ConnectorClient`` and token client, each owning an aiohttp
   session the SDK never closes; ``_closing`` closes them when the turn ends. Building them
-  costs msrest a quadratic list scan, made linear below. The SDK also
-  fetches its OpenID metadata with blocking ``requests`` calls from inside the event loop;
-  ``warm_openid_metadata`` does that fetch on a worker thread before it is due.
+  costs msrest a quadratic list scan, made linear below.
+* The SDK fetches its OpenID metadata with blocking ``requests`` calls from inside the event
+  loop, without a timeout, and for an emulator's or a skill's token from documents nobody
+  configured. ``process`` checks the token with ``bot.teams.tokens`` first (the configured
+  issuer only), and the SDK's metadata cache for the configured document is that module's
+  ``SigningKeys``: fetched once, asynchronously, with a short timeout.
 * The SDK matches a token's ``serviceurl`` claim with the activity only when the activity
   names a serviceUrl, and fails with a 500 on a body that does not deserialize or names no
   conversation; ``process`` refuses all of those as ``BadActivity`` (HTTP 400) first.
@@ -24,7 +27,6 @@ Three SDK defects are worked around here, each where it bites:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
@@ -49,10 +51,11 @@ from botbuilder.schema import (
 )
 from botframework.connector.auth import AuthenticationConstants
 from botframework.connector.auth.jwt_token_extractor import JwtTokenExtractor
+from botframework.connector.auth.skill_validation import SkillValidation
 from msrest.exceptions import ClientRequestError, HttpOperationError
 from msrest.universal_http.requests import ClientRetryPolicy
 
-from bot.teams.pacing import Throttled
+from bot.teams.tokens import FETCH_TIMEOUT, NotAuthenticated, SigningKeys, TokenGate
 from engine.config_sections import TeamsConfig
 
 log = logging.getLogger(__name__)
@@ -75,6 +78,7 @@ class Incoming:
     text: str  # messages: the text with the bot's own @mention removed
     value: Any  # invokes: {"action": {"type", "verb", "data"}, "trigger"}
     conversation_id: str  # for a channel post, without its ";messageid=" thread suffix
+    thread: str | None  # that suffix: the root activity id of the channel thread it came in
     sender_aad: str | None  # the Azure AD object id of the person who acted
     bot_added: bool  # conversationUpdate/installationUpdate that (re)installed the bot
     reference: dict[str, Any]  # the serialized ConversationReference, for proactive sends
@@ -97,9 +101,9 @@ class InvokeReply:
 
 @dataclass(frozen=True, slots=True)
 class TurnReply:
-    """What a turn answers: messages into the conversation, and for an invoke, its response."""
+    """What a turn answers: for an invoke, its response. Messages into the conversation go
+    through the outbox (``bot.teams.sink``), paced and retried, never sent inline."""
 
-    messages: tuple[Outgoing, ...] = ()
     invoke: InvokeReply | None = None
 
 
@@ -107,10 +111,6 @@ TurnHandler = Callable[[Incoming], Awaitable[TurnReply]]
 Pace = Callable[[str], AbstractAsyncContextManager[None]]
 """``pace(conversation_id)`` is entered around every call to the Bot Connector
 (``bot.teams.pacing.Pacing.call``)."""
-
-
-class NotAuthenticated(Exception):
-    """The request's JWT is missing, forged, expired, or meant for another bot."""
 
 
 class BadActivity(Exception):
@@ -160,18 +160,47 @@ def _auth_settings(config: TeamsConfig) -> SimpleNamespace:
 class TeamsAdapter:
     """One ``CloudAdapter`` for the process: incoming turns, proactive sends and updates."""
 
-    def __init__(self, config: TeamsConfig, *, pace: Pace | None = None) -> None:
-        """``pace(conversation_id)`` is entered around every call to the Bot Connector (turn
-        replies, proactive sends, updates), so one rate limiter sees them all."""
+    def __init__(
+        self,
+        config: TeamsConfig,
+        *,
+        pace: Pace | None = None,
+        fetch_timeout: float = FETCH_TIMEOUT,
+    ) -> None:
+        """``pace(conversation_id)`` is entered around every call to the Bot Connector
+        (proactive sends and updates), so one rate limiter sees them all;
+        ``fetch_timeout`` bounds each fetch of the signing keys."""
         self.app_id = config.app_id
         self._pace = pace
         self.authenticated = config.authenticated
-        self._metadata_url = (
+        metadata_url = (
             config.open_id_metadata_url
             or AuthenticationConstants.TO_BOT_FROM_CHANNEL_OPENID_METADATA_URL
         )
+        self.keys = SigningKeys(metadata_url, timeout=fetch_timeout)
+        issuer = config.token_issuer or AuthenticationConstants.TO_BOT_FROM_CHANNEL_TOKEN_ISSUER
+        self._gate = TokenGate(config.app_id, issuer, self.keys)
+        if self.authenticated:
+            # The SDK looks its metadata up in this class-wide cache by URL; with ours there,
+            # its own validation uses the keys fetched here and never fetches them itself.
+            JwtTokenExtractor.metadataCache[metadata_url] = self.keys
         self._auth = ConfigurationBotFrameworkAuthentication(_auth_settings(config))
         self._adapter = CloudAdapter(self._auth)
+
+    async def authenticate(self, auth_header: str) -> None:
+        """Check the Authorization header alone, before the body is read: ``NotAuthenticated``
+        unless it carries a valid token from the configured issuer for this app id (the
+        ``insecureLocalDev`` switch, without an app id, checks nothing)."""
+        if not self.authenticated:
+            return
+        await self._gate.check(auth_header)
+        try:
+            skill = SkillValidation.is_skill_token(auth_header)
+        except Exception as exc:  # PyJWT errors on what the gate already decoded: unlikely
+            raise NotAuthenticated(f"{type(exc).__name__}: {exc}") from exc
+        if skill:
+            # The SDK would validate it against the emulator's metadata; no skills here.
+            raise NotAuthenticated("a skill token; Signoff calls no skills")
 
     # -- incoming ------------------------------------------------------------------------------
 
@@ -179,6 +208,8 @@ class TeamsAdapter:
         self, auth_header: str, body: Any, handler: TurnHandler
     ) -> InvokeReply | None:
         """Authenticate and run one turn; returns the invoke response, if the turn made one.
+        ``authenticate(auth_header)`` has passed before the body was parsed; here the SDK
+        checks the token again, against the activity (serviceUrl, channel endorsement).
 
         Authentication runs first and alone, so that a bad token is ``NotAuthenticated``
         (HTTP 401) and never confused with a failure inside the turn (HTTP 500); its result
@@ -206,10 +237,7 @@ class TeamsAdapter:
 
         async def on_turn(context: TurnContext) -> None:
             async with _closing(context):
-                incoming = _incoming(context.activity)
-                reply = await handler(incoming)
-                for message in reply.messages:
-                    await self._reply(context, incoming.conversation_id, message)
+                reply = await handler(_incoming(context.activity))
                 if reply.invoke is not None:
                     # What send_activity does with an invokeResponse activity, minus its deep
                     # copy of the whole card (a millisecond per click).
@@ -222,28 +250,6 @@ class TeamsAdapter:
         if result is None:
             return None
         return InvokeReply(int(result.status), result.body or {})
-
-    async def _reply(self, context: TurnContext, conversation_id: str, message: Outgoing) -> None:
-        """Send one turn reply. One that cannot be sent (the pace would wait too long, the
-        connector refuses, or answers what msrest cannot read, no token for it can be had) is
-        logged and dropped: the activity itself was handled, and answering it with a 500 would
-        only make Teams deliver it, and run its command, again."""
-        try:
-            async with self._paced(conversation_id):
-                await context.send_activity(_activity(message))
-        except (
-            Throttled,
-            HttpOperationError,
-            ClientRequestError,
-            DeserializationError,
-            OSError,
-        ) as exc:
-            log.warning(
-                "teams: a reply in %s was not sent: %s: %s",
-                conversation_id,
-                type(exc).__name__,
-                exc,
-            )
 
     # -- outgoing ------------------------------------------------------------------------------
 
@@ -309,19 +315,6 @@ class TeamsAdapter:
     def _paced(self, conversation_id: str) -> AbstractAsyncContextManager[None]:
         return contextlib.nullcontext() if self._pace is None else self._pace(conversation_id)
 
-    # -- token validation keys -----------------------------------------------------------------
-
-    async def warm_openid_metadata(self) -> None:
-        """Fetch the OpenID metadata and signing keys on a worker thread.
-
-        The SDK refreshes them with blocking ``requests`` calls inside the event loop once they
-        are a day old; refreshing every few hours here keeps that from ever happening on the
-        loop (and fails visibly at start when the endpoint is unreachable)."""
-        if not self.authenticated:
-            return
-        metadata = JwtTokenExtractor.get_open_id_metadata(self._metadata_url)
-        await asyncio.to_thread(lambda: asyncio.run(metadata._refresh()))
-
 
 def thread_conversation_id(conversation_id: str, root_activity_id: str) -> str:
     """The conversation id that posts into a channel thread (PLATFORM.md)."""
@@ -331,6 +324,12 @@ def thread_conversation_id(conversation_id: str, root_activity_id: str) -> str:
 def base_conversation_id(conversation_id: str) -> str:
     """A channel post's conversation id without its thread suffix."""
     return conversation_id.split(_THREAD, 1)[0]
+
+
+def thread_root(conversation_id: str) -> str | None:
+    """The root activity id in a channel post's conversation id (None: not in a thread)."""
+    _, found, root = conversation_id.partition(_THREAD)
+    return root or None if found else None
 
 
 def _connector(context: TurnContext) -> Any:
@@ -383,6 +382,7 @@ def _incoming(activity: Activity) -> Incoming:
         text=text,
         value=activity.value,
         conversation_id=base_conversation_id(conversation.id if conversation else ""),
+        thread=thread_root(conversation.id if conversation else ""),
         sender_aad=sender.aad_object_id if sender else None,
         bot_added=bot_added,
         reference=reference.serialize(),
@@ -443,4 +443,5 @@ __all__ = [
     "TurnReply",
     "base_conversation_id",
     "thread_conversation_id",
+    "thread_root",
 ]

@@ -11,6 +11,10 @@ People are found by their Azure AD object id in ``people:``; authorization is th
 nothing: the clicker alone gets the card back with the reason on top (an invoke response is
 seen only by the person who clicked). Everyone else sees decisions when the outbox updates the
 message (``card_update``), which also keeps those updates within Teams' rate limits.
+
+Replies to messages (command confirmations, usage lines) go through the outbox too, as
+``reply`` rows addressed to the conversation (and channel thread) the message came from: sent
+when the conversation's rate budget allows, retried after a 429, never dropped.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import re
 from typing import Any
 
 from bot.teams.adapter import ADAPTIVE_CARD, Incoming, InvokeReply, Outgoing, TurnReply
-from bot.teams.messages import approval_card, reply, with_banner
+from bot.teams.messages import approval_card, with_banner
 from engine.config_sections import Person
 from engine.errors import (
     AlreadyDecided,
@@ -33,12 +37,17 @@ from engine.errors import (
     StoreError,
 )
 from engine.gate.commands import run_command
-from engine.model import TakeoverRequest
+from engine.model import OutboxMessage, TakeoverRequest
 from engine.runtime import Engine
 
 log = logging.getLogger(__name__)
 
 PLATFORM = "teams"
+REPLY = "reply"  # the outbox kind of a reply to a message
+# The outbox channel of replies into one conversation: "teams:reply/<conversation id>". It is
+# no conversation name (those have no "/"); it only keeps one conversation's replies in order.
+REPLY_CHANNEL = "reply/"
+_CHANNEL_MAX = 300  # the outbox's channel column
 CARD_ACTION = "adaptiveCard/action"
 CONVERSATION_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}\Z")
 _MENTIONS = re.compile(r"<at>.*?</at>", re.IGNORECASE | re.DOTALL)
@@ -85,30 +94,47 @@ class TeamsHandlers:
             return TurnReply()
         person = self._person(incoming)
         if person is None:
-            return _say(
+            return await self._say(
+                incoming,
                 "I don't know you yet: an admin adds your Azure AD object id "
-                f"({incoming.sender_aad or 'unknown'}) to people: in app.yaml."
+                f"({incoming.sender_aad or 'unknown'}) to people: in app.yaml.",
             )
         who = self.engine.principal_for_person(person.name)
         words = text.split()
         if words[0].lower() == "subscribe":
             if not who.is_admin:
-                return _say("Only an admin can subscribe a conversation; nothing changed.")
+                return await self._say(
+                    incoming, "Only an admin can subscribe a conversation; nothing changed."
+                )
             if len(words) != 2 or not CONVERSATION_NAME.match(words[1]):
-                return _say(_SUBSCRIBE_USAGE)
+                return await self._say(incoming, _SUBSCRIBE_USAGE)
             return await self._subscribe(incoming, words[1], person.name)
         result = await run_command(self.engine.gate, text, who)
-        return _say(result.text)
+        return await self._say(incoming, result.text)
 
     async def _subscribe(self, incoming: Incoming, name: str, by: str) -> TurnReply:
         now = self.engine.clock.now()
         await self._remember(incoming)  # a conversation the install event never reached
         await self.engine.store.name_conversation(PLATFORM, incoming.conversation_id, name, now)
         log.info("teams: %s named conversation %s teams:%s", by, incoming.conversation_id, name)
-        return _say(
+        return await self._say(
+            incoming,
             f"This conversation is now teams:{name}. Approval nodes with "
-            f"channels: [teams:{name}] post their cards here."
+            f"channels: [teams:{name}] post their cards here.",
         )
+
+    async def _say(self, incoming: Incoming, text: str) -> TurnReply:
+        """Queue ``text`` as a reply in the conversation (and thread) ``incoming`` came from."""
+        channel = f"{PLATFORM}:{REPLY_CHANNEL}{incoming.conversation_id}"[:_CHANNEL_MAX]
+        message = OutboxMessage(
+            channel=channel,
+            kind=REPLY,
+            dedupe_key=f"{PLATFORM}:{REPLY}:{self.engine.ids.new_id()}",
+            payload={"reference": incoming.reference, "thread": incoming.thread, "text": text},
+        )
+        await self.engine.store.queue_outbox([message], self.engine.clock.now())
+        self.engine.wake_outbox()
+        return TurnReply()
 
     # -- card actions --------------------------------------------------------------------------
 
@@ -199,10 +225,6 @@ def command_text(text: str) -> str:
 def _reason(data: dict[str, Any]) -> str | None:
     reason = data.get("reason")
     return reason.strip() or None if isinstance(reason, str) else None
-
-
-def _say(text: str) -> TurnReply:
-    return TurnReply(messages=(reply(text),))
 
 
 def _card(card: dict[str, Any]) -> InvokeReply:

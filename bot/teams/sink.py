@@ -6,6 +6,9 @@ later card and notice is a reply, posted to ``<conversation id>;messageid=<root 
 and group chats have no threads; messages simply follow each other. The id of every card we post
 is stored, so ``card_update`` rows can replace it for everyone (``update_activity``).
 
+``reply`` rows (``bot.teams.handlers``) answer a message: they carry the conversation
+reference and thread of the message they answer, so they need no named conversation.
+
 Failures become ``DeliveryError``: 429, 412, 502, 504 (and other 5xx, and no answer at all) are
 retried, after ``Retry-After`` when the connector gave one, else with the dispatcher's
 exponential backoff; any other 4xx is permanent (the message cannot succeed as it is).
@@ -17,7 +20,8 @@ import logging
 from typing import Any
 
 from bot.teams.adapter import ConnectorFailure, Outgoing, TeamsAdapter, base_conversation_id
-from bot.teams.messages import approval_card, notice_message
+from bot.teams.handlers import REPLY
+from bot.teams.messages import approval_card, notice_message, reply
 from bot.teams.pacing import Throttled
 from engine.delivery import DeliveryError
 from engine.errors import NotFound
@@ -41,6 +45,25 @@ class TeamsSink:
         self.adapter = adapter  # it paces every call (``bot.teams.pacing``)
 
     async def deliver(self, message: OutboxRecord) -> None:
+        try:
+            if message.kind == REPLY:
+                await self._reply(message)
+            else:
+                await self._to_named(message)
+        except ConnectorFailure as exc:
+            raise _delivery_error(exc) from exc
+        except Throttled as exc:
+            raise DeliveryError(str(exc), retry_after=exc.retry_after) from exc
+
+    async def _reply(self, message: OutboxRecord) -> None:
+        reference, thread, text = (message.payload.get(k) for k in ("reference", "thread", "text"))
+        if not isinstance(reference, dict) or not isinstance(text, str):
+            raise DeliveryError("a reply row without a reference or text", permanent=True)
+        await self.adapter.send(
+            reference, reply(text), thread=thread if isinstance(thread, str) else None
+        )
+
+    async def _to_named(self, message: OutboxRecord) -> None:
         name = message.channel.partition(":")[2]
         conversation = await self.engine.store.conversation(PLATFORM, name=name)
         if conversation is None:
@@ -49,19 +72,14 @@ class TeamsSink:
                 f"'subscribe {name}' to the bot there",
                 permanent=True,
             )
-        try:
-            if message.kind == "card":
-                await self._card(message, conversation)
-            elif message.kind == "card_update":
-                await self._update(message, conversation)
-            elif message.kind == "notice":
-                await self._notice(message, conversation)
-            else:
-                raise DeliveryError(f"unknown message kind {message.kind!r}", permanent=True)
-        except ConnectorFailure as exc:
-            raise _delivery_error(exc) from exc
-        except Throttled as exc:
-            raise DeliveryError(str(exc), retry_after=exc.retry_after) from exc
+        if message.kind == "card":
+            await self._card(message, conversation)
+        elif message.kind == "card_update":
+            await self._update(message, conversation)
+        elif message.kind == "notice":
+            await self._notice(message, conversation)
+        else:
+            raise DeliveryError(f"unknown message kind {message.kind!r}", permanent=True)
 
     async def _card(self, message: OutboxRecord, conversation: Conversation) -> None:
         if message.request_id is None:

@@ -5,15 +5,16 @@ once), then marks each sent, to retry at a time, or failed for good."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, bindparam, func, or_, select, update
 from sqlalchemy.engine import Connection
 
-from engine.model import OutboxRecord
+from engine.model import OutboxMessage, OutboxRecord
 from engine.store import tables as t
-from engine.store.base import StoreBase
+from engine.store.base import StoreBase, insert_outbox
 from engine.store.fast import Fast
 from engine.store.tables import UTCDateTime
 
@@ -49,6 +50,15 @@ _ANY_DUE = Fast(select(t.outbox.c.id).where(_due(bindparam("now", type_=UTCDateT
 
 
 class OutboxStore(StoreBase):
+    async def queue_outbox(self, messages: Sequence[OutboxMessage], now: datetime) -> None:
+        """Queue messages that come with no other change of state (a command's confirmation,
+        written once the command has been applied); a dedupe key seen before is skipped."""
+
+        def work(conn: Connection) -> None:
+            insert_outbox(conn, self, messages, now)
+
+        await self.db.transact(work)
+
     async def claim_outbox(
         self, owner: str, now: datetime, *, limit: int = 100, hold: timedelta
     ) -> list[OutboxRecord]:

@@ -17,11 +17,13 @@ inside the event loop, which would deadlock a server on the same loop.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -32,6 +34,27 @@ from jwt.algorithms import RSAAlgorithm
 APP_ID = "5d2f1e0a-3b4c-4d5e-8f90-a1b2c3d4e5f6"
 ISSUER = "https://api.botframework.test"
 KID = "signoff-test-key"
+METADATA_PATH = "/.well-known/openid-configuration"
+# Issuers the Bot Framework SDK reads as the Emulator's (EmulatorValidation): their tokens make
+# it fetch https://login.botframework.com/v1/.well-known/openidconfiguration.
+EMULATOR_ISSUERS = (
+    "https://sts.windows.net/d6d49420-f39b-4df7-a1dc-d59a935871db/",
+    "https://login.microsoftonline.com/d6d49420-f39b-4df7-a1dc-d59a935871db/v2.0",
+    "https://sts.windows.net/f8cdef31-a31e-4b4a-93e4-5f571e91255a/",
+    "https://login.microsoftonline.com/f8cdef31-a31e-4b4a-93e4-5f571e91255a/v2.0",
+)
+
+
+@dataclass
+class Issuer:
+    """What the issuer was asked, and whether it answers."""
+
+    paths: list[str] = field(default_factory=list)  # every GET, in order
+    down: bool = False  # answer every GET with 503
+
+    @property
+    def metadata_fetches(self) -> int:
+        return self.paths.count(METADATA_PATH)
 
 
 def new_key() -> rsa.RSAPrivateKey:
@@ -39,15 +62,21 @@ def new_key() -> rsa.RSAPrivateKey:
 
 
 @contextmanager
-def openid_server(key: rsa.RSAPrivateKey) -> Iterator[str]:
-    """Serve ``/.well-known/openid-configuration`` and ``/keys``; yields the metadata URL."""
+def openid_server(key: rsa.RSAPrivateKey, issuer: Issuer | None = None) -> Iterator[str]:
+    """Serve ``/.well-known/openid-configuration`` and ``/keys``; yields the metadata URL.
+    ``issuer`` records the requests and can take the server down."""
+    state = issuer if issuer is not None else Issuer()
     jwk = json.loads(RSAAlgorithm.to_jwk(key.public_key()))
     jwk.update(kid=KID, use="sig", alg="RS256", endorsements=["msteams"])
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             base = f"http://127.0.0.1:{self.server.server_address[1]}"
-            if self.path == "/.well-known/openid-configuration":
+            state.paths.append(self.path)
+            if state.down:
+                self.send_error(503)
+                return
+            if self.path == METADATA_PATH:
                 body: Any = {"issuer": ISSUER, "jwks_uri": f"{base}/keys"}
             elif self.path == "/keys":
                 body = {"keys": [jwk]}
@@ -59,7 +88,8 @@ def openid_server(key: rsa.RSAPrivateKey) -> Iterator[str]:
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+                self.wfile.write(data)  # a client that timed out has gone
 
         def log_message(self, *args: Any) -> None:
             pass
@@ -69,6 +99,33 @@ def openid_server(key: rsa.RSAPrivateKey) -> Iterator[str]:
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}/.well-known/openid-configuration"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def the_internet() -> Iterator[tuple[str, list[str]]]:
+    """A forward proxy standing for everything off this machine: it records where each request
+    through it was going (``CONNECT host:port``, or the absolute URL) and refuses it (502).
+    Yields its URL, for ``HTTPS_PROXY`` / ``HTTP_PROXY``, and the list of destinations."""
+    wanted: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def _refuse(self) -> None:
+            wanted.append(self.path)
+            self.send_error(502)
+
+        do_CONNECT = do_GET = do_POST = _refuse
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", wanted
     finally:
         server.shutdown()
         server.server_close()

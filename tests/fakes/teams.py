@@ -9,9 +9,11 @@ It answers the three calls a bot makes, the way the real service does:
 
 and enforces what the real one enforces (PLATFORM.md): per bot per conversation 7 messages per
 1 s, 8 per 2 s, 60 per 30 s, 1800 per hour, and about 30 requests per second per app, each
-answered with HTTP 429 and ``Retry-After`` when exceeded. Updates of an activity it never
-created get 404. A conversation id ending in ``;messageid=<root>`` posts into that thread.
-Every accepted call is recorded; ``fail_next`` scripts failures (412, 502, 504 ...).
+answered with HTTP 429 and ``Retry-After`` when exceeded; a message over 40 KB, counted as
+Teams documents it (the payload in UTF-16), gets 413 ``MessageSizeTooBig``. Updates of an
+activity it never created get 404. A conversation id ending in ``;messageid=<root>`` posts
+into that thread. Every accepted call is recorded; ``fail_next`` scripts failures (412, 502,
+504 ...).
 
     async with FakeConnector() as connector:
         ... activities carry serviceUrl=connector.service_url ...
@@ -33,6 +35,9 @@ from aiohttp import web
 CONVERSATION_LIMITS = ((7, 1.0), (8, 2.0), (60, 30.0), (1800, 3600.0))
 APP_LIMIT = (30, 1.0)
 THREAD = ";messageid="
+# "The bot message size limit is 40 KB ... the entire message payload encoded as UTF-16"
+# (learn.microsoft.com/microsoftteams/platform/bots/how-to/format-your-bot-messages).
+MAX_MESSAGE_BYTES = 40 * 1024
 
 
 @dataclass
@@ -163,6 +168,8 @@ class FakeConnector:
             return _error(400, "BadSyntax", "the body is not JSON")
         if not isinstance(activity, dict) or activity.get("type") != "message":
             return _error(400, "BadArgument", "a message activity is required")
+        if len(json.dumps(activity, ensure_ascii=False).encode("utf-16-le")) > MAX_MESSAGE_BYTES:
+            return _error(413, "MessageSizeTooBig", "the message is too large")
         if self._script:
             failure = self._script.popleft()
             self.failed.append((op, failure.status))

@@ -93,7 +93,7 @@ workflows:
 
 def config_body(teams: str = "") -> str:
     """``app.yaml`` after its ``database:`` and ``server:`` lines; ``teams`` is a ``teams:``
-    line (none: the Teams endpoint is mounted unauthenticated)."""
+    line (none: the Teams endpoint is not mounted)."""
     people = "".join(
         f"  {name}: {{email: {name}@example.com, slack: {slack}, teams: {aad(name)}}}\n"
         for name, slack in PEOPLE.items()

@@ -46,6 +46,7 @@ people:
   bob: {{email: bob@example.com, slack: {BOB}, teams: aad-bob}}
 admins: [alice]
 slack: {{botToken: '{slack.token}', signingSecret: '{SECRET}', apiBaseUrl: '{slack.api_url}'}}
+teams: {{insecureLocalDev: true}}  # the test's invokes are unsigned
 workflows:
 {flows}"""
 

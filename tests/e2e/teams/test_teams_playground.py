@@ -1,11 +1,12 @@
 """End to end against the Microsoft 365 Agents Playground, a local Teams look-alike that renders
 Adaptive Cards, mocks the Bot Connector and sends the bot real Teams activities.
 
-Signoff runs with empty Teams credentials (the playground sends no JWT) and the playground is
-pointed at it. Through the playground's own HTTP/WebSocket interface (what its web client uses):
-install the bot, subscribe the conversation, run a workflow, see the approval card arrive, click
-Approve, and see the clicker's card replaced, the message updated for everyone, the step run
-once and its result posted.
+Signoff runs with empty Teams credentials and ``teams.insecureLocalDev: true`` on loopback (the
+playground sends no JWT; without the switch ``/api/messages`` is not mounted), and the
+playground is pointed at it. Through the playground's own HTTP/WebSocket interface (what its
+web client uses): install the bot, subscribe the conversation, run a workflow, see the approval
+card arrive, click Approve, and see the clicker's card replaced, the message updated for
+everyone, the step run once and its result posted.
 
 Network safety (PLATFORM.md): the playground listens on all interfaces and its Application
 Insights SDK starts even with --disable-telemetry, so it runs under ``loopback.cjs`` (every
@@ -243,13 +244,16 @@ def _texts(node: Any) -> str:
 
 @asynccontextmanager
 async def signoff_and_playground(tmp_path: Path) -> AsyncIterator[tuple[Playground, Engine]]:
-    """Signoff (empty Teams credentials) on a loopback port, and the playground pointed at it."""
+    """Signoff (empty Teams credentials, unsigned activities accepted) on a loopback port, and
+    the playground pointed at it."""
     node = _node()
     db_url = f"sqlite+aiosqlite:///{tmp_path}/signoff.db"
     await upgrade_to_head(db_url)
     config = parse_config(
         f"database: {{url: '{db_url}'}}\n"
-        "server: {workers: 4, pollSeconds: 0.05, publicUrl: 'http://127.0.0.1:8080'}\n"
+        "server: {host: 127.0.0.1, workers: 4, pollSeconds: 0.05, "
+        "publicUrl: 'http://127.0.0.1:8080'}\n"
+        "teams: {insecureLocalDev: true}\n"
         + textwrap.dedent(
             f"""
             people:

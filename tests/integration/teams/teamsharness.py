@@ -131,8 +131,15 @@ class Teams:
         return activity
 
     async def post(self, activity: dict[str, Any], **headers: str) -> tuple[int, Any]:
-        resp = await self.client.post("/api/messages", json=activity, headers=headers)
+        return await self.post_raw(json.dumps(activity).encode(), **headers)
+
+    async def post_raw(self, data: bytes, **headers: str) -> tuple[int, Any]:
+        """POST ``data`` as it is (JSON no parser should accept, say)."""
+        headers = {"Content-Type": "application/json", **headers}
+        resp = await self.client.post("/api/messages", data=data, headers=headers)
         text = await resp.text()
+        if resp.content_type != "application/json":
+            return resp.status, text or None  # e.g. aiohttp's 404 for a route not mounted
         return resp.status, (json.loads(text) if text else None)
 
     async def install(
@@ -222,9 +229,13 @@ async def start_run(teams: Teams, **input: object) -> str:
 
 
 async def subscribed(teams: Teams) -> None:
+    """The bot installed in CHANNEL, named teams:ops, and its confirmation posted (replies go
+    through the outbox: waiting for it keeps it out of what the test then counts)."""
     await teams.install()
+    before = len(teams.connector.posts())
     status, _ = await teams.say("subscribe ops", as_="alice")
     assert status == 200
+    await teams.connector.wait_for(lambda c: len(c.posts()) > before)
 
 
 async def card_posted(teams: Teams, run_id: str) -> tuple[str, str]:
@@ -239,12 +250,17 @@ async def card_posted(teams: Teams, run_id: str) -> tuple[str, str]:
     return request.id, message.message_ref
 
 
-def config_text(db_url: str, workflows_yaml: str, extra: str = "") -> str:
+# The tests send unsigned activities, as the Agents Playground does: they must say so.
+UNSIGNED = "teams: {insecureLocalDev: true}\n"
+
+
+def config_text(db_url: str, workflows_yaml: str, extra: str = "", *, teams: str = UNSIGNED) -> str:
     return (
         f"database: {{url: '{db_url}'}}\n"
         "server: {workers: 8, leaseSeconds: 30, pollSeconds: 0.05, "
         "publicUrl: 'http://signoff.test'}\n"
         + people_yaml()
+        + teams
         + textwrap.dedent(extra)
         + "workflows:\n"
         + textwrap.indent(textwrap.dedent(workflows_yaml), "  ")
@@ -257,11 +273,12 @@ async def running_teams(
     workflows_yaml: str,
     *,
     extra: str = "",
+    teams: str = UNSIGNED,
     connector: FakeConnector | None = None,
     sweep_interval_seconds: float = 3600.0,
 ) -> AsyncIterator[Teams]:
     clock = ManualClock()
-    config = parse_config(config_text(db_url, workflows_yaml, extra), {})
+    config = parse_config(config_text(db_url, workflows_yaml, extra, teams=teams), {})
     options = EngineOptions(
         clock=clock,
         ids=SequentialIds("id"),

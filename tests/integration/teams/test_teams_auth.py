@@ -8,6 +8,7 @@ from that issuer, for this app id, unexpired, for this serviceUrl is accepted.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -35,7 +36,7 @@ async def teams(sqlite_url, signing_key):
 
     await upgrade_to_head(sqlite_url)
     with openid_server(signing_key) as metadata_url:
-        async with running_teams(sqlite_url, FLOW, extra=teams_config(metadata_url)) as t:
+        async with running_teams(sqlite_url, FLOW, teams=teams_config(metadata_url)) as t:
             yield t
 
 
@@ -63,7 +64,7 @@ async def test_bad_tokens_are_rejected_and_change_nothing(teams: Teams, signing_
     bearer = None if case == "missing" else bad_token(case, signing_key, url, new_key())
     headers = {"Authorization": f"Bearer {bearer}"} if bearer else {}
     status, body = await teams.post(install_activity(teams), **headers)
-    assert status == 401 and body == {"error": "unauthorized"}
+    assert status == 401 and body["error"] == "unauthorized" and set(body) == {"error", "message"}
     assert not await stored(teams)
     # An invoke is refused the same way: nobody decides anything with a bad token.
     status, _ = await teams.click("refresh", "id-000001", as_="bob")
@@ -79,4 +80,42 @@ async def test_a_token_for_another_url_is_refused_on_an_activity_without_one(
     del activity["serviceUrl"]
     status, _ = await teams.post(activity, Authorization=f"Bearer {bearer}")
     assert status in (400, 401)
+    assert not await stored(teams)
+
+
+# JSON no parser of ours accepts (engine.json_input), each spliced into a valid activity.
+BAD_JSON = {
+    "NaN": b'"x": NaN',
+    "Infinity": b'"x": -Infinity',
+    "1e400": b'"x": 1e400',
+    "a huge integer": b'"x": ' + b"9" * 40,
+    "deep nesting": b'"x": ' + b"[" * 200 + b"]" * 200,
+    "NUL": b'"x": "a\\u0000b"',
+    "a lone surrogate": b'"x": "\\ud800"',
+}
+
+
+def spliced(activity: dict[str, Any], member: bytes) -> bytes:
+    return json.dumps(activity).encode()[:-1] + b", " + member + b"}"
+
+
+@pytest.mark.parametrize("body", [b"", b"{not json", b"[" * 5000, *BAD_JSON.values()])
+async def test_without_a_token_the_body_is_not_even_read(teams: Teams, body: bytes):
+    # Authentication comes first: a caller without a token learns nothing about its body.
+    status, answer = await teams.post_raw(body)
+    assert status == 401 and answer["error"] == "unauthorized"
+    status, _ = await teams.post_raw(spliced(install_activity(teams), BAD_JSON["NaN"]))
+    assert status == 401
+    assert not await stored(teams)
+
+
+@pytest.mark.parametrize("case", list(BAD_JSON))
+async def test_with_a_token_json_we_refuse_is_a_400_and_changes_nothing(
+    teams: Teams, signing_key, case: str
+):
+    bearer = token(signing_key, teams.connector.service_url)
+    body = spliced(install_activity(teams), BAD_JSON[case])
+    status, answer = await teams.post_raw(body, Authorization=f"Bearer {bearer}")
+    assert status == 400, answer
+    assert answer["error"] == "invalid_json" and set(answer) == {"error", "message"}
     assert not await stored(teams)

@@ -73,7 +73,10 @@ def test_teams_size_counts_the_strictest_encoding() -> None:
     card = {"type": "AdaptiveCard", "body": [{"type": "TextBlock", "text": "x" * 10}]}
     compact = '{"type":"AdaptiveCard","body":[{"type":"TextBlock","text":"xxxxxxxxxx"}]}'
     assert teams_card_bytes(card) == 2 * len(compact)  # UTF-16
+    # Unescaped: an emoji is 4 bytes in UTF-8 and in UTF-16; a CJK character 3 in UTF-8.
     wide = {"text": "\U0001f600" * 100}
-    assert teams_card_bytes(wide) == len('{"text":""}') + 12 * 100  # "\ud83d\ude00" escapes
+    assert teams_card_bytes(wide) == 2 * len('{"text":""}') + 4 * 100
+    cjk = {"text": "中" * 100}
+    assert teams_card_bytes(cjk) == len('{"text":""}') + 3 * 100
     assert check_teams_card({"text": "x" * 14_000}) != []
     assert check_teams_card(card) == []
