@@ -8,13 +8,27 @@ A correctly signed request can still carry a body bolt's matchers cannot read (a
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from urllib.parse import parse_qs
 
 from slack_sdk.signature import SignatureVerifier
 
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")  # seconds since 1970, ASCII digits only
+
+
+def timestamp_problem(headers: Any) -> str | None:
+    """Why ``X-Slack-Request-Timestamp`` cannot be a Slack timestamp, or None. slack_sdk's
+    verifier calls ``int()`` on it, which raises for ``abc``, ``""`` or ``1e9`` (a 500) and
+    accepts ``" 17"``, ``"1_7"`` or non-ASCII digits: only plain digits are let through."""
+    stamp = headers.get("X-Slack-Request-Timestamp")
+    if stamp is None or _TIMESTAMP.fullmatch(stamp):
+        return None  # absent: bolt's own verification answers 401
+    return "X-Slack-Request-Timestamp must be a whole number of seconds"
+
 
 def signed(verifier: SignatureVerifier, body: bytes, headers: Any) -> bool:
+    """Whether ``body`` carries a valid Slack signature (after ``timestamp_problem``)."""
     return verifier.is_valid_request(body.decode("utf-8", "replace"), dict(headers))
 
 
