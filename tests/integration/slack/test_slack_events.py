@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+
+import pytest
 
 from tests.integration.slack.harness import (
     CHANNEL,
@@ -84,3 +87,16 @@ async def test_a_timestamp_that_is_not_a_number_is_refused_401(migrated_db_url: 
             status, body = await h.send(event, headers)
             assert status == 401, (stamp, status, body)
         assert h.slack.calls == []
+
+
+async def test_startup_logs_no_bolt_token_warning(
+    migrated_db_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """bolt reads SLACK_BOT_TOKEN from the environment by itself (a deployment sets it for
+    ``botToken: ${SLACK_BOT_TOKEN}``) and then warned that the client it was given wins."""
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-from-the-environment")
+    caplog.set_level(logging.DEBUG)
+    async with running_slack(migrated_db_url, FLOWS) as h:
+        assert "slack" in h.engine.dispatcher.sinks
+    unused = [r.getMessage() for r in caplog.records if "will be unused" in r.getMessage()]
+    assert unused == []
