@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cards.text import canonical_json
+from cards.text import agent_text, canonical_json
 from engine.model import (
     JSON,
     Run,
@@ -224,8 +224,8 @@ def build_view(
         step_id=request.step_id,
         kind=request.kind,
         status=request.status,
-        title=_title(request, connector, action),
-        reason=request.reason,
+        title=agent_text(_title(request, connector, action)),
+        reason=agent_text(request.reason) if request.reason else request.reason,
         agent=_text(details.get("agent")) or (run.agent if run else None),
         workflow=_text(details.get("workflow")) or (run.workflow if run else None),
         requested_by=request.requested_by or (run.requested_by if run else None),
