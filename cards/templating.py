@@ -24,7 +24,14 @@ import jinja2
 from markupsafe import Markup
 
 from cards.notices import Mention, mention_id, mention_name
-from cards.text import Flavor, escape_mrkdwn, slack_code_edges, truncate, visible
+from cards.text import (
+    Flavor,
+    escape_mrkdwn,
+    minutes_text,
+    slack_code_edges,
+    truncate,
+    visible,
+)
 from cards.view import safe_url
 
 _LOADER = jinja2.PackageLoader("cards", "templates")
@@ -153,6 +160,7 @@ def _slack_escaped(value: str) -> SlackText:
 SLACK = _json_env(
     SlackText,
     {
+        "minutes": lambda n: SlackText(minutes_text(n)),
         "mrkdwn": _mrkdwn,
         "plain": _plain,
         "code": _code,
@@ -198,6 +206,7 @@ def _teams_escaped(value: str) -> TeamsText:
 TEAMS = _json_env(
     TeamsText,
     {
+        "minutes": lambda n: TeamsText(minutes_text(n)),
         "run": _run,
         "exact": _teams_exact,
         "date": _teams_date,
@@ -238,6 +247,7 @@ WEB = jinja2.Environment(
 )
 WEB.filters.update(
     {
+        "minutes": minutes_text,
         "iso": _iso,
         "plain_date": plain_date,
         "clip": _clip,

@@ -316,7 +316,10 @@ def excerpt_arguments(
 # start a line with a status emoji or phrase; agent text must not be able to draw one. So it is
 # shown on one line (line breaks collapsed), and when it begins like a status line it is shown
 # in quotation marks, as something said, not something that happened.
-STATUS_MARKS = ("✅", "⛔", "🙋", "▶", "🚫", "⌛", "⏳", "⏰", "📣", "ℹ", "❌", "⚠", "👍", "👎")
+STATUS_MARKS = (
+    *("✅", "⛔", "🙋", "▶", "🚫", "⌛", "⏳", "⏰", "📣"),
+    *("\u2139", "❌", "⚠", "👍", "👎"),  # U+2139 information source
+)
 STATUS_PHRASES = (
     "approved",
     "denied",
@@ -343,3 +346,15 @@ def agent_text(text: str) -> str:
     if start.startswith(STATUS_MARKS) or start.startswith(STATUS_PHRASES):
         return f"“{line}”"
     return line
+
+
+def minutes_text(minutes: int) -> str:
+    """A duration as chat text says it: "1 minute", "42 minutes", "1 hour", "2 hours 5 minutes"."""
+    minutes = max(0, int(minutes))
+    hours, rest = divmod(minutes, 60)
+    parts = []
+    if hours:
+        parts.append(f"{hours} hour{'' if hours == 1 else 's'}")
+    if rest or not hours:
+        parts.append(f"{rest} minute{'' if rest == 1 else 's'}")
+    return " ".join(parts)

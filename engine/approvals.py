@@ -32,6 +32,13 @@ if TYPE_CHECKING:  # the store's own modules import rules from here
 
 MAX_TIMEOUT_MINUTES = 1440
 MAX_NOTES = 4000
+# The verb as a refusal says it: "you started this run, so you cannot deny it".
+_DOING = {
+    "grant": "approve it",
+    "takeover": "take it over",
+    "deny": "deny it",
+    "release": "release it",
+}
 
 
 class Approvals:
@@ -56,19 +63,34 @@ class Approvals:
 
     # -- authorization -------------------------------------------------------------------------
 
-    def refusal(self, request: TakeoverRequest, who: Principal) -> str | None:
-        """Why ``who`` may not decide ``request``, or None when they may."""
+    def refusal(self, request: TakeoverRequest, who: Principal, verb: str = "grant") -> str | None:
+        """Why ``who`` may not ``verb`` (grant, takeover, deny, release) ``request``, or None
+        when they may. The sentence names the verb: "you cannot deny it"."""
+        doing = _DOING.get(verb, "decide it")
         if who.role == Role.AGENT:
             return "agents cannot decide approval requests"
+        if verb == "release" and request.decided_by is not None:
+            return self.release_refusal(request, who)
         if not request.allow_self_approval and request.requested_by in (who.name, who.person):
-            return "you started this run, so you cannot approve it"
+            return f"you started this run, so you cannot {doing}"
         if request.approvers:
             if who.person is None or who.person not in request.approvers:
                 return "you are not an approver for this request"
         return None
 
-    def _authorize(self, request: TakeoverRequest, who: Principal) -> None:
-        reason = self.refusal(request, who)
+    def release_refusal(self, request: TakeoverRequest, who: Principal) -> str | None:
+        """Who may release a run taken over: the person who took it over (the run waits for
+        their work), or an admin (recorded as such in the journal). Not another approver:
+        the card says the run waits until the taker, or an admin, releases it."""
+        if who.role == Role.AGENT:
+            return "agents cannot decide approval requests"
+        taker = request.decided_by
+        if taker is None or who.is_admin or taker in (who.name, who.person):
+            return None
+        return f"{taker} took this run over, so only they or an admin can release it"
+
+    def _authorize(self, request: TakeoverRequest, who: Principal, verb: str = "grant") -> None:
+        reason = self.refusal(request, who, verb)
         if reason is not None:
             raise Forbidden(reason, request_id=request.id)
 
@@ -90,7 +112,7 @@ class Approvals:
 
         def check(request: TakeoverRequest) -> None:
             _of_run(request, run_id)
-            self._authorize(request, who)
+            self._authorize(request, who, "grant" if release else "takeover")
 
         now = self.clock.now()  # the decision's time is its arrival, not its slot's
         offer = await self._offer() if release else None
@@ -124,7 +146,7 @@ class Approvals:
 
         def check(request: TakeoverRequest) -> None:
             _of_run(request, run_id)
-            self._authorize(request, who)
+            self._authorize(request, who, "deny")
             if request.deny_reason_required and not (notes or "").strip():
                 raise InvalidRequest("a reason is required to deny this request")
 
@@ -150,8 +172,7 @@ class Approvals:
     ) -> TakeoverRequest:
         def check(request: TakeoverRequest) -> None:
             _of_run(request, run_id)
-            if request.decided_by != who.name and not who.is_admin:
-                self._authorize(request, who)
+            self._authorize(request, who, "release")
 
         now = self.clock.now()
         offer = await self._offer()
@@ -160,6 +181,7 @@ class Approvals:
                 request_id,
                 who.name,
                 now,
+                admin=who.is_admin,
                 outbox=notify.card_changed,
                 adopt=offer,
                 check=check,

@@ -150,7 +150,7 @@ class Interactions:
             except SignoffError as exc:
                 reply = UNAVAILABLE if isinstance(exc, StoreError) else _sentence(exc.message)
             if request is not None:
-                refusal = self.engine.approvals.refusal(request, who)
+                refusal = self.engine.approvals.refusal(request, who, "deny")
                 if refusal is not None:
                     reply = _sentence(refusal)
                 elif request.status != TakeoverStatus.PENDING:

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import json
 import re
 from typing import Any
 
 import pytest
 
-from cards.render import render_slack_card, render_teams_card, render_web_card
+from cards.notices import NoticeKind
+from cards.render import render_notice, render_slack_card, render_teams_card, render_web_card
 from cards.samples import APPROVAL_URL, RUN_URL, SAMPLE_NOW, sample_request, sample_run
-from cards.text import agent_text
+from cards.text import agent_text, minutes_text
 from cards.view import build_view
 
 FORGED = (
@@ -94,3 +96,27 @@ def test_agent_text_keeps_ordinary_text_as_it_is() -> None:
     assert agent_text("Refund 129.90 EUR for order A-1042") == "Refund 129.90 EUR for order A-1042"
     assert agent_text("line one\n\nline two") == "line one line two"
     assert agent_text("✅ Approved by alice") == "“✅ Approved by alice”"
+
+
+def test_durations_are_pluralised_on_every_platform() -> None:
+    assert [minutes_text(n) for n in (0, 1, 2, 60, 61, 125)] == [
+        "0 minutes",
+        "1 minute",
+        "2 minutes",
+        "1 hour",
+        "1 hour 1 minute",
+        "2 hours 5 minutes",
+    ]
+    for platform in ("slack", "teams", "web"):
+        shown = json.dumps(
+            render_notice(
+                NoticeKind.ESCALATED,
+                platform,
+                mentions=[],
+                title="Refund",
+                waited_minutes=1,
+                approval_url=None,
+            ),
+            ensure_ascii=False,
+        )
+        assert "has waited 1 minute without" in shown and "1 minutes" not in shown, platform
