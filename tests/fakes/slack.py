@@ -105,6 +105,7 @@ class FakeSlack:
     rate: int | None = None  # chat.postMessage per channel per second; None: no limit
     retry_after: int = 1  # seconds, as Slack sends them
     post_delay: float = 0.0  # seconds before answering chat.postMessage (after recording it)
+    hold_posts: asyncio.Event | None = None  # when set: chat.postMessage answers once it is set
     missing_channels: set[str] = field(default_factory=set)
     calls: list[Call] = field(default_factory=list)
     messages: dict[str, list[Message]] = field(default_factory=lambda: defaultdict(list))
@@ -332,6 +333,8 @@ class FakeSlack:
         self.messages[channel].append(message)
         if self.post_delay:
             await asyncio.sleep(self.post_delay)
+        if self.hold_posts is not None:
+            await self.hold_posts.wait()
         return web.json_response(
             {"ok": True, "channel": channel, "ts": message.ts, "message": message.as_api(False)}
         )

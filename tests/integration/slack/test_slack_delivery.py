@@ -197,22 +197,31 @@ async def test_the_fake_refuses_what_slack_refuses() -> None:
 
 
 async def test_a_decisions_card_update_goes_before_queued_new_cards(migrated_db_url: str) -> None:
-    """A busy channel: 40 new cards queued behind the pacing. A decision on the first card
-    updates it next, not after the other 39 (it waited 42 s behind them)."""
+    """A busy channel: 39 new cards claimed and going out behind the pacing. A decision on the
+    first card updates it next, not after the other 39 (it waited 42 s behind them)."""
     async with running_slack(
         migrated_db_url, FLOWS, rate=8, min_interval=0.125, clock=SystemClock()
     ) as h:
-        h.slack.post_delay = 2.0  # the first post is slow, so the other cards queue up behind it
-        await asyncio.gather(*(h.engine.start_run("burst", {"n": i}, AGENT) for i in range(40)))
+        h.slack.hold_posts = asyncio.Event()  # the first post hangs: the rest queue behind it
+        await h.engine.start_run("burst", {"n": 0}, AGENT)
+
+        async def first_posted() -> bool:
+            return len(h.slack.posted(BURST_CHANNEL)) == 1
+
+        await wait_for(first_posted, timeout=60)
+        await asyncio.gather(*(h.engine.start_run("burst", {"n": i}, AGENT) for i in range(39)))
 
         async def queued() -> bool:
             rows = await outbox_rows(h)
-            return len([m for m, _, _ in rows if m.kind == "card"]) == 40 and bool(
-                h.slack.posted(BURST_CHANNEL)
-            )
+            return len([m for m, _, _ in rows if m.kind == "card"]) == 40
 
         await wait_for(queued, timeout=60)
-        h.slack.post_delay = 0.0
+        h.slack.hold_posts.set()  # the first post returns; the other 39 go out in one batch
+
+        async def sending() -> bool:
+            return len(h.slack.posted(BURST_CHANNEL)) >= 4
+
+        await wait_for(sending, timeout=60)
         first = h.slack.posted(BURST_CHANNEL)[0]
         request_id = str(first.dedupe).split(":")[1]
         status, _ = await h.click(USERS["bob"], "signoff_grant", request_id, message_ts=first.ts)
@@ -228,5 +237,6 @@ async def test_a_decisions_card_update_goes_before_queued_new_cards(migrated_db_
             return len([m for m in h.slack.posted(BURST_CHANNEL) if m.thread_ts is None]) >= 40
 
         await wait_for(all_posted, timeout=60)
-        assert cards_then <= 30, f"the update waited for {cards_then - 1} new cards"
+        print(f"\nthe update went out after {cards_then} of 40 cards")
+        assert cards_then <= 15, f"the update waited for {cards_then - 4} new cards"
         assert h.slack.violations == [] and h.slack.duplicates() == {}
