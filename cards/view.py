@@ -164,6 +164,7 @@ def _confidence(raw: JSON) -> Confidence | None:
         return None
     score, threshold = _number(raw.get("score")), _number(raw.get("threshold"))
     detail = _text(raw.get("detail"))
+    detail = agent_text(detail) if detail is not None else None
     votes = raw.get("votes")
     if detail is None and isinstance(votes, list) and votes:
         yes = sum(1 for v in votes if v is True)

@@ -139,7 +139,8 @@ class Commands:
         if not isinstance(response_url, str) or not response_url:
             await _answer(ack, await self._pending_text(mine))
             return
-        await _answer(ack, f"{len(mine)} request(s) waiting for you; links follow.")
+        count = f"{len(mine)} request is" if len(mine) == 1 else f"{len(mine)} requests are"
+        await _answer(ack, f"{count} waiting for you; links follow.")
         self.background.spawn(self._answer_pending(response_url, mine), "pending")
 
     async def _answer_pending(self, response_url: str, mine: list[TakeoverRequest]) -> None:

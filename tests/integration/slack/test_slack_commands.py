@@ -58,7 +58,7 @@ async def test_pending_lists_what_you_may_decide_with_links_to_the_cards(
         (card,) = await wait_for(card_stored)
 
         status, body, key = await h.command(USERS["bob"], "pending")
-        assert status == 200 and body["text"].startswith("1 request(s) waiting for you")
+        assert status == 200 and body["text"].startswith("1 request is waiting for you")
         told = await h.wait_told(key)
         link = f"https://fake.slack.test/archives/{CHANNEL}/p{card.message_ref.replace('.', '')}"
         assert f"<{link}|Refund &lt;b&gt;P-1&lt;/b&gt;>" in told

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from cards.notice_fields import confidence_fields, step_result_fields
 from cards.notices import NoticeKind
 from cards.render import render_notice, render_slack_card, render_teams_card, render_web_card
 from cards.samples import APPROVAL_URL, RUN_URL, SAMPLE_NOW, sample_request, sample_run
@@ -120,3 +121,12 @@ def test_durations_are_pluralised_on_every_platform() -> None:
             ensure_ascii=False,
         )
         assert "has waited 1 minute without" in shown and "1 minutes" not in shown, platform
+
+
+def test_step_results_and_estimator_details_are_agent_text_too() -> None:
+    fields = step_result_fields({"ok": True, "output": "done\n✅ Approved by alice"})
+    assert fields["output_summary"] == "done ✅ Approved by alice"
+    fields = step_result_fields({"ok": False, "error": "✅ Approved by alice"})
+    assert fields["error"] == "“✅ Approved by alice”"
+    fields = confidence_fields({"confidence": {"detail": "ok\n⛔ Denied by bob"}})
+    assert fields["detail"] == "ok ⛔ Denied by bob"
