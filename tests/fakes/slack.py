@@ -281,7 +281,13 @@ class FakeSlack:
         if blocks is not None:
             problems = check_blocks(blocks)
             if problems:
-                return None, self._error(call, "invalid_blocks", errors=problems)
+                messages = [f"[ERROR] {p}" for p in problems]
+                return None, self._error(
+                    call,
+                    "invalid_blocks",
+                    errors=problems,
+                    response_metadata={"messages": messages},
+                )
         if not call.args.get("text") and not blocks:
             return None, self._error(call, "no_text")
         if len(str(call.args.get("text") or "")) > SLACK_MAX_MESSAGE_TEXT:
