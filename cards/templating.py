@@ -24,7 +24,13 @@ import jinja2
 from markupsafe import Markup
 
 from cards.notices import Mention, mention_id, mention_name
-from cards.text import Flavor, escape_mrkdwn, slack_code_edges, truncate, visible
+from cards.text import (
+    Flavor,
+    escape_mrkdwn,
+    slack_code_edges,
+    truncate,
+    visible,
+)
 from cards.view import safe_url
 
 _LOADER = jinja2.PackageLoader("cards", "templates")

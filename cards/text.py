@@ -313,3 +313,41 @@ def excerpt_arguments(
     if current:
         chunks.append("".join(s for _, s in current))
     return Excerpt(chunks=tuple(chunks), omitted=len(canonical) - consumed)
+
+
+# -- text from agents -------------------------------------------------------------------------
+# A card's title and reason come from the agent (its summary, the node's reason rendered with
+# the run's input). Signoff's own status lines ("✅ Approved by alice", "Taken over by ...")
+# start a line with a status emoji or phrase; agent text must not be able to draw one. So it is
+# shown on one line (line breaks collapsed), and when it begins like a status line it is shown
+# in quotation marks, as something said, not something that happened.
+STATUS_MARKS = (
+    *("✅", "⛔", "🙋", "▶", "🚫", "⌛", "⏳", "⏰", "📣"),
+    *("\u2139", "❌", "⚠", "👍", "👎"),  # U+2139 information source
+)
+STATUS_PHRASES = (
+    "approved",
+    "denied",
+    "taken over",
+    "took over",
+    "released",
+    "cancelled",
+    "canceled",
+    "expired",
+    "escalated",
+    "reminder",
+    "waiting for",
+    "signoff",
+)
+_LINE_BREAKS = re.compile(r"\s*[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]\s*")
+_LEADING_MARKUP = re.compile(r"^[\s*_~`>•·|#-]+")
+
+
+def agent_text(text: str) -> str:
+    """Agent-supplied ``text`` as a card may show it: one line, and quoted when it would read
+    as one of Signoff's status lines (``✅ Approved by alice`` -> ``“✅ Approved by alice”``)."""
+    line = _LINE_BREAKS.sub(" ", text).strip()
+    start = _LEADING_MARKUP.sub("", line).lower()
+    if start.startswith(STATUS_MARKS) or start.startswith(STATUS_PHRASES):
+        return f"“{line}”"
+    return line

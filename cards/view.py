@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cards.text import canonical_json
+from cards.text import agent_text, canonical_json
 from engine.model import (
     JSON,
     Run,
@@ -181,6 +181,7 @@ def _confidence(raw: JSON) -> Confidence | None:
         return None
     score, threshold = _number(raw.get("score")), _number(raw.get("threshold"))
     detail = _text(raw.get("detail"))
+    detail = agent_text(detail) if detail is not None else None
     votes = raw.get("votes")
     if detail is None and isinstance(votes, list) and votes:
         yes = sum(1 for v in votes if v is True)
@@ -255,8 +256,8 @@ def build_view(
         step_id=request.step_id,
         kind=request.kind,
         status=request.status,
-        title=_title(request, connector, action),
-        reason=request.reason,
+        title=agent_text(_title(request, connector, action)),
+        reason=agent_text(request.reason) if request.reason else request.reason,
         agent=_text(details.get("agent")) or (run.agent if run else None),
         workflow=_text(details.get("workflow")) or (run.workflow if run else None),
         requested_by=request.requested_by or (run.requested_by if run else None),

@@ -19,7 +19,7 @@ from engine import notify
 from engine.approvers import (
     decision_refusal,
     override_of,
-    releases_freely,
+    release_refusal,
     run_deciders,
     takeover_deciders,
 )
@@ -73,21 +73,26 @@ class Approvals:
 
     # -- authorization -------------------------------------------------------------------------
 
-    def refusal(self, request: TakeoverRequest, who: Principal) -> str | None:
-        """Why ``who`` may not decide ``request``, or None when they may
-        (``engine.approvers.decision_refusal``: approvers, and admins as an override)."""
-        return decision_refusal(self.config, request, who)
+    def refusal(self, request: TakeoverRequest, who: Principal, verb: str = "grant") -> str | None:
+        """Why ``who`` may not ``verb`` (grant, takeover, deny, release) ``request``, or None
+        when they may (``engine.approvers``: approvers, admins as an override; the taker or an
+        admin releases)."""
+        return decision_refusal(self.config, request, who, verb)
 
-    def _authorize(self, request: TakeoverRequest, who: Principal) -> None:
-        reason = self.refusal(request, who)
+    def release_refusal(self, request: TakeoverRequest, who: Principal) -> str | None:
+        """Why ``who`` may not release ``request`` taken over (``engine.approvers``)."""
+        return release_refusal(request, who)
+
+    def _authorize(self, request: TakeoverRequest, who: Principal, verb: str = "grant") -> None:
+        reason = self.refusal(request, who, verb)
         if reason is not None:
             raise Forbidden(reason, request_id=request.id)
 
-    def _decider(self, request: TakeoverRequest, who: Principal) -> Override:
+    def _decider(self, request: TakeoverRequest, who: Principal, verb: str) -> Override:
         """Authorize ``who`` and say how they decide: ``{"override": "admin"}`` for an admin
         who is not among the request's approvers (journaled and shown on the card), else
         None."""
-        self._authorize(request, who)
+        self._authorize(request, who, verb)
         kind = override_of(request, who)
         return None if kind is None else {"override": kind}
 
@@ -109,7 +114,7 @@ class Approvals:
 
         def check(request: TakeoverRequest) -> Override:
             _of_run(request, run_id)
-            return self._decider(request, who)
+            return self._decider(request, who, "grant" if release else "takeover")
 
         now = self.clock.now()  # the decision's time is its arrival, not its slot's
         offer = await self._offer() if release else None
@@ -143,7 +148,7 @@ class Approvals:
 
         def check(request: TakeoverRequest) -> Override:
             _of_run(request, run_id)
-            override = self._decider(request, who)
+            override = self._decider(request, who, "deny")
             if request.deny_reason_required and not (notes or "").strip():
                 raise InvalidRequest("a reason is required to deny this request")
             return override
@@ -170,8 +175,7 @@ class Approvals:
     ) -> TakeoverRequest:
         def check(request: TakeoverRequest) -> None:
             _of_run(request, run_id)
-            if not releases_freely(request, who):
-                self._authorize(request, who)
+            self._authorize(request, who, "release")
 
         now = self.clock.now()
         offer = await self._offer()
@@ -180,6 +184,7 @@ class Approvals:
                 request_id,
                 who.name,
                 now,
+                admin=who.is_admin,
                 outbox=notify.card_changed,
                 adopt=offer,
                 check=check,
@@ -212,8 +217,7 @@ class Approvals:
 
     async def answer(self, request_id: str, who: Principal, sdp_answer: str) -> TakeoverRequest:
         request = await self.store.get_takeover(request_id)
-        if not releases_freely(request, who):
-            self._authorize(request, who)
+        self._authorize(request, who, "release")  # the taker (or an admin) answers, as releases
         return await self.store.record_sdp_answer(request_id, sdp_answer)
 
     async def request(

@@ -132,26 +132,53 @@ def session_person(config: AppConfig, session: str | None) -> str | None:
     return None
 
 
-def decision_refusal(config: AppConfig, request: TakeoverRequest, who: Principal) -> str | None:
-    """Why ``who`` may not decide ``request``, or None when they may."""
+# The verb as a refusal says it: "you started this run, so you cannot deny it".
+_DOING = {
+    "grant": "approve it",
+    "takeover": "take it over",
+    "deny": "deny it",
+    "release": "release it",
+}
+
+
+def decision_refusal(
+    config: AppConfig, request: TakeoverRequest, who: Principal, verb: str = "grant"
+) -> str | None:
+    """Why ``who`` may not ``verb`` (grant, takeover, deny, release) ``request``, or None when
+    they may. The sentence names the verb: "you cannot deny it". Releasing a granted request
+    is ``release_refusal``'s rule."""
     if who.role == Role.AGENT:
         return "agents cannot decide approval requests"
+    if verb == "release" and request.decided_by is not None:
+        return release_refusal(request, who)
+    doing = _DOING.get(verb, "decide it")
     if not request.allow_self_approval and request.requested_by in (who.name, who.person):
-        return "you started this run, so you cannot approve it"
+        return f"you started this run, so you cannot {doing}"
     if not request.approvers or (who.person is not None and who.person in request.approvers):
         return None
     if who.is_admin and who.person is not None:
         own = session_person(config, _text(request.details.get("session")))
         if own == who.person:
-            return "the agent acts for you, so you cannot approve its call"
+            return f"the agent acts for you, so you cannot {doing}"
         return None  # an admin override
     return "you are not an approver for this request"
 
 
+def release_refusal(request: TakeoverRequest, who: Principal) -> str | None:
+    """Who may release (or answer) a run taken over: the person who took it over (the run waits
+    for their work), or an admin (journaled as such). Not another approver: the card says the
+    run waits until the taker, or an admin, releases it."""
+    if who.role == Role.AGENT:
+        return "agents cannot decide approval requests"
+    taker = request.decided_by
+    if taker is None or who.is_admin or taker in (who.name, who.person):
+        return None
+    return f"{taker} took this run over, so only they or an admin can release it"
+
+
 def releases_freely(request: TakeoverRequest, who: Principal) -> bool:
-    """Whether ``who`` may release (or answer) a granted request without being one of its
-    deciders: the person who took it over, or an admin."""
-    return request.decided_by == who.name or who.is_admin
+    """Whether ``who`` may release a granted request: ``release_refusal`` has no objection."""
+    return request.decided_by is not None and release_refusal(request, who) is None
 
 
 def override_of(request: TakeoverRequest, who: Principal) -> str | None:

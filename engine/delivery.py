@@ -7,6 +7,13 @@ faster than the sink's ``min_interval``. A sink raises ``DeliveryError`` to ask 
 (with the remote's ``Retry-After`` when it gave one) or to give up for good; retries back off
 exponentially up to ``MAX_ATTEMPTS``.
 
+Priority. Updates of cards already posted go before new posts: the store claims them first,
+and a channel sending a claimed batch, when woken by newly queued messages, checks for a due
+card update of its own and, if there is one, hands the rest of its batch back, so the next
+claim puts the update first. (Ephemeral answers to clicks do not queue here at all: they go
+straight to the click's ``response_url``.) Moving an update ahead is safe: a card not posted
+yet is posted with its current state, and the update then finds nothing to change.
+
 Claims. A dispatcher claims a batch of due messages for ``hold``, which the engine sets to
 ``server.leaseSeconds``: a replica that dies mid-delivery leaves its claimed messages to the
 other replicas after the same time as its runs. A live dispatcher renews its claim while it
@@ -30,6 +37,7 @@ from engine.errors import SignoffError
 from engine.model import OutboxRecord
 from engine.ports import Clock
 from engine.store import SqlStore
+from engine.store.outbox import URGENT_KINDS
 
 log = logging.getLogger(__name__)
 
@@ -85,9 +93,11 @@ class Dispatcher(BackgroundLoop):
         self.batch = batch
         self.hold = hold  # how long a claim keeps other dispatchers off a message
         self._wakeup = asyncio.Event()
+        self._wakes = 0
         self._last_sent: dict[str, float] = {}  # channel -> loop time of the last send
 
     def wake(self) -> None:
+        self._wakes += 1  # a channel sending a batch checks for card updates after a wake-up
         self._wakeup.set()
 
     async def _loop(self) -> None:
@@ -146,7 +156,13 @@ class Dispatcher(BackgroundLoop):
         sink = self.sinks.get(platform)
         loop = asyncio.get_running_loop()
         hold = self.hold.total_seconds()
+        wakes = self._wakes
         for index, message in enumerate(messages):
+            if index and self._wakes != wakes and message.kind not in URGENT_KINDS:
+                wakes = self._wakes  # asked once per wake-up, not once per message
+                if await self._update_waiting(channel):
+                    await self.store.release_claims([m.id for m in messages[index:]], self.owner)
+                    return
             if sink is not None:
                 await self._pace(channel, sink.min_interval)
             if loop.time() > claim.claimed_at + hold / 2:
@@ -187,6 +203,15 @@ class Dispatcher(BackgroundLoop):
                     message.id,
                 )
             await self.store.mark_sent(message.id, self.owner, self.clock.now())
+
+    async def _update_waiting(self, channel: str) -> bool:
+        """Whether a card update for ``channel`` was queued since this batch was claimed (asked
+        of the store only after a wake-up: something new was queued)."""
+        try:
+            return await self.store.urgent_due(channel, self.clock.now())
+        except SignoffError as exc:
+            log.warning("checking the outbox for card updates failed: %s", exc)
+            return False
 
     async def _pace(self, channel: str, min_interval: float) -> None:
         last = self._last_sent.get(channel)

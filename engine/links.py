@@ -172,10 +172,10 @@ class ApprovalLinks:
         notes = (notes or "").strip() or None
         if notes is not None and len(notes) > MAX_NOTES:
             raise InvalidRequest(f"notes are limited to {MAX_NOTES} characters")
-        if verb != "release":  # a takeover made through the link may always be released
+        if verb != "release":  # the link's taker may release after it expired (checked below)
             if link.expired(now):
                 raise Gone("this approval link has expired", request_id=request.id)
-            refusal = engine.approvals.refusal(request, who)
+            refusal = engine.approvals.refusal(request, who, verb)
             if refusal is not None:
                 raise Forbidden(refusal, request_id=request.id)
         if verb == "deny" and request.deny_reason_required and notes is None:
@@ -194,9 +194,17 @@ class ApprovalLinks:
                 use, store.deny_unit(request.id, person, now, notes=notes, outbox=card)
             )
         else:
-            after = await store.with_link_use(
-                use, store.release_unit(request.id, person, now, outbox=card)
+            # Release follows the engine's one rule (the taker, or an admin), checked on the
+            # row in the release's own transaction.
+            def may_release(current: TakeoverRequest) -> None:
+                reason = engine.approvals.refusal(current, who, "release")
+                if reason is not None:
+                    raise Forbidden(reason, request_id=current.id)
+
+            unit = store.release_unit(
+                request.id, person, now, admin=who.is_admin, outbox=card, check=may_release
             )
+            after = await store.with_link_use(use, unit)
         engine.wake()  # the run may be queued again; cards and notices are queued
         return after
 

@@ -24,7 +24,7 @@ from slack_sdk.signature import SignatureVerifier
 from bot.slack.api import SlackApi
 from bot.slack.background import Background
 from bot.slack.bolt import build_bolt_app
-from bot.slack.shape import shape_problem, signed
+from bot.slack.shape import shape_problem, signed, timestamp_problem
 from bot.slack.sink import SlackSink
 from engine.runtime import Engine
 
@@ -45,6 +45,9 @@ def install(app: web.Application, engine: Engine) -> None:
 
     async def events(request: web.Request) -> web.Response:
         body = await request.read()
+        stamp = timestamp_problem(request.headers)
+        if stamp is not None:  # unsigned by definition: refused before anything reads the body
+            return web.json_response({"error": "invalid_signature", "message": stamp}, status=401)
         if signed(verifier, body, request.headers):
             problem = shape_problem(body, request.content_type)
             if problem is not None:

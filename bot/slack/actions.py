@@ -24,11 +24,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 from slack_bolt.async_app import AsyncAck, AsyncApp
+from slack_sdk.errors import SlackApiError
 
-from bot.slack.api import SlackApi
+from bot.api.views import approval_url
+from bot.slack.api import SlackApi, error_code
 from bot.slack.background import Background
-from cards.text import Flavor, truncate
+from cards.text import Flavor, escape_mrkdwn, truncate
 from engine.errors import (
     AlreadyDecided,
     DuplicateVote,
@@ -46,7 +49,9 @@ log = logging.getLogger(__name__)
 
 DENY_CALLBACK = "signoff_deny_reason"
 REASON_BLOCK = REASON_ACTION = "reason"
-MAX_REASON = 4000  # engine.approvals.MAX_NOTES
+# Slack refuses a plain_text_input with max_length over 3000 (and with it the whole modal), so
+# a reason typed in Slack is at most 3000 characters; the API's limit stays MAX_NOTES (4000).
+MAX_REASON = 3000
 NOT_LINKED = (
     "You are not an approver for this request: your Slack account is not linked to anyone "
     "in Signoff's people list."
@@ -145,16 +150,40 @@ class Interactions:
             except SignoffError as exc:
                 reply = UNAVAILABLE if isinstance(exc, StoreError) else _sentence(exc.message)
             if request is not None:
-                refusal = self.engine.approvals.refusal(request, who)
+                refusal = self.engine.approvals.refusal(request, who, "deny")
                 if refusal is not None:
                     reply = _sentence(refusal)
                 elif request.status != TakeoverStatus.PENDING:
                     reply = self._already(request.status.value, request.decided_by)
         await ack()
-        if reply is None and request is not None and click.trigger_id:
-            view = deny_modal(request)
-            self.background.spawn(self.api.open_view(click.trigger_id, view), "deny-modal")
+        if reply is None and request is not None:
+            self.background.spawn(self._open_modal(click, request), "deny-modal")
         self._tell(click, reply)
+
+    async def _open_modal(self, click: Click, request: TakeoverRequest) -> None:
+        """``views.open`` of the reason dialog. When Slack refuses it (the trigger expired, a
+        view limit) the clicker is told so, with the approval page to deny from instead: a
+        silent failure would leave them looking at nothing while the request stays pending."""
+        try:
+            if not click.trigger_id:
+                raise ValueError("the click carried no trigger_id")
+            await self.api.open_view(click.trigger_id, deny_modal(request))
+            return
+        except SlackApiError as exc:
+            code = error_code(exc)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
+            code = type(exc).__name__
+        log.warning("the deny dialog for %s did not open: %s", request.id, code)
+        page = approval_url(self.engine.config.server.public_url, request.id)
+        if code in ("expired_trigger_id", "exchanged_trigger_id"):
+            why = "Slack did not open the deny dialog in time"
+        else:
+            why = f"Slack refused to open the deny dialog ({code})"
+        self._tell(
+            click,
+            f"{why}, so nothing changed. Click Deny again, or deny on the approval page: "
+            f"<{escape_mrkdwn(page)}|open it>.",
+        )
 
     async def deny_submitted(
         self, ack: AsyncAck, body: dict[str, Any], view: dict[str, Any]

@@ -11,6 +11,9 @@ Choices, and why:
 * ``authorize`` returns the configured bot token without a network call: bolt's single-team mode
   would call ``auth.test`` on the first request and turn a Slack outage into failed clicks.
 * The Web API client bolt keeps is never used for our calls; ``SlackApi`` makes them all.
+  bolt also reads ``SLACK_BOT_TOKEN`` from the environment on its own, and with a ``client``
+  given it then warns at every start that the token will be unused: that one line is
+  filtered out (``_NoTokenWarning``), since giving the client is the point.
 """
 
 from __future__ import annotations
@@ -28,6 +31,16 @@ from bot.slack.commands import Commands
 from engine.runtime import Engine
 
 log = logging.getLogger("bot.slack")
+
+
+class _NoTokenWarning(logging.Filter):
+    """Drops bolt's "As you gave `client` as well, `token` will be unused." (see above)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "`token` will be unused" not in record.getMessage()
+
+
+log.addFilter(_NoTokenWarning())
 
 
 def build_bolt_app(engine: Engine, api: SlackApi, background: Background) -> AsyncApp:

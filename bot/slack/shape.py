@@ -3,18 +3,36 @@
 A correctly signed request can still carry a body bolt's matchers cannot read (an empty
 ``actions`` list, ``view: null``): that is bad input, answered 400 with nothing changed, not a
 500 from inside bolt. The signature is checked first, so an unsigned body is still a 401.
+JSON is read with ``engine.json_input`` (NaN, huge numbers, deep nesting, NUL and lone
+surrogates are refused), and so is every form field of a slash command.
 """
 
 from __future__ import annotations
 
-import json
+import re
 from typing import Any
 from urllib.parse import parse_qs
 
 from slack_sdk.signature import SignatureVerifier
 
+from engine.errors import InvalidRequest
+from engine.json_input import check_text, parse_json
+
+_TIMESTAMP = re.compile(r"[0-9]{1,12}")  # seconds since 1970, ASCII digits only
+
+
+def timestamp_problem(headers: Any) -> str | None:
+    """Why ``X-Slack-Request-Timestamp`` cannot be a Slack timestamp, or None. slack_sdk's
+    verifier calls ``int()`` on it, which raises for ``abc``, ``""`` or ``1e9`` (a 500) and
+    accepts ``" 17"``, ``"1_7"`` or non-ASCII digits: only plain digits are let through."""
+    stamp = headers.get("X-Slack-Request-Timestamp")
+    if stamp is None or _TIMESTAMP.fullmatch(stamp):
+        return None  # absent: bolt's own verification answers 401
+    return "X-Slack-Request-Timestamp must be a whole number of seconds"
+
 
 def signed(verifier: SignatureVerifier, body: bytes, headers: Any) -> bool:
+    """Whether ``body`` carries a valid Slack signature (after ``timestamp_problem``)."""
     return verifier.is_valid_request(body.decode("utf-8", "replace"), dict(headers))
 
 
@@ -23,9 +41,9 @@ def shape_problem(body: bytes, content_type: str) -> str | None:
     text = body.decode("utf-8", "replace")
     if content_type.startswith("application/json"):
         try:
-            event = json.loads(text)
-        except json.JSONDecodeError:
-            return "the body is not JSON"
+            event = parse_json(body, "the event")
+        except InvalidRequest as exc:
+            return exc.message
         if not isinstance(event, dict) or not isinstance(event.get("type"), str):
             return "an event needs a type"
         if event.get("event") is not None and not isinstance(event["event"], dict):
@@ -37,12 +55,16 @@ def shape_problem(body: bytes, content_type: str) -> str | None:
             return "event.authorizations must be a list of objects"
         return _fields(event, "event")
     form = parse_qs(text, keep_blank_values=True)
-    if "payload" not in form:
-        return None  # a slash command: bolt reads its fields leniently
     try:
-        payload = json.loads(form["payload"][0])
-    except json.JSONDecodeError:
-        return "payload is not JSON"
+        for name, values in form.items():
+            check_text(name, "a form field name")
+            for value in values:
+                check_text(value, f"form field {name[:50]}")
+        if "payload" not in form:
+            return None  # a slash command: bolt reads its fields leniently
+        payload = parse_json(form["payload"][0], "payload")
+    except InvalidRequest as exc:
+        return exc.message
     if not isinstance(payload, dict) or payload.get("type") not in _INTERACTIONS:
         return "payload needs a known type (" + ", ".join(sorted(_INTERACTIONS)) + ")"
     problem = _fields(payload, "payload")

@@ -31,7 +31,6 @@ from bot.web.security import CSRF_FIELD
 from cards.render import render_web_card
 from cards.templating import plain_date
 from cards.view import build_view
-from engine.approvers import releases_freely
 from engine.errors import Conflict, Forbidden, Gone, InvalidRequest, Unauthorized
 from engine.links import ApprovalLink, LinkUse
 from engine.model import Principal, TakeoverRequest, TakeoverStatus
@@ -77,12 +76,16 @@ def situation(
         return Situation(410, "This request expired before anyone decided it.", "bad", False)
     if request.is_final:
         return Situation(200, used, "info", False)
-    took_over = use is not None and use.action == "takeover"
     if request.status is TakeoverStatus.GRANTED:
-        may_release = took_over if link else who is not None and releases_freely(request, who)
-        if may_release:
-            return Situation(200, "You took this over: release it when done.", "info", True)
-        note = f"Taken over by {request.decided_by}, who will release it."
+        # The engine's one rule: the person who took it over, or an admin, releases it.
+        rule = ctx.engine.approvals
+        if who is not None and rule.release_refusal(request, who) is None:
+            if request.decided_by in (who.name, who.person):
+                return Situation(200, "You took this over: release it when done.", "info", True)
+            note = f"Taken over by {request.decided_by}; as an admin, you may release it."
+            return Situation(200, note, "info", True)
+        waits = "the run waits until they, or an admin, release it."
+        note = f"Taken over by {request.decided_by}; {waits}"
         return Situation(200, note, "info", False)
     if used:
         return Situation(200, used, "info", False)

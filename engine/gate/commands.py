@@ -11,9 +11,9 @@
 Every setting command also takes ``agent=<name>`` or ``node=<type>`` (one of them) to set a
 per-agent or per-node-type override instead of a global one. A front end hands over the text
 after its own prefix (the slash command, the bot mention) and the acting ``Principal``, and
-posts ``CommandResult.text`` back. ``help`` is open to anyone who may talk to the bot;
-``status`` and every change need an admin (the REST ``GET /v1/gate`` is readable by any
-role). Bad arguments give a usage line and non-admins a refusal; nothing
+posts ``CommandResult.text`` back. ``help`` and ``status`` are open to anyone the front end
+knows (reading is harmless, and the REST ``GET /v1/gate`` is readable by any role too); every
+change needs an admin. Bad arguments give a usage line and non-admins a refusal; nothing
 changes then. A change is stored and audited through ``GateSettings.change`` (who, when, old,
 new), the same path as ``PATCH /v1/gate``, so chat and API cannot drift: ``samples`` outside
 1..9 becomes 5 with a warning there too, as the design says of every layer.
@@ -183,15 +183,14 @@ async def run_command(gate: ConfidenceGate, text: str, who: Principal) -> Comman
         return CommandResult(Outcome.USAGE, exc.message)
     if command.action == "help":
         return CommandResult(Outcome.HELP, HELP_TEXT)
-    if not who.is_admin:  # in chat the gate is the admins' business, reading included
-        what = "read" if command.action == "status" else "change"
-        return CommandResult(
-            Outcome.REFUSED, f"Only an admin can {what} the confidence gate; nothing changed."
-        )
-    if command.action == "status":
+    if command.action == "status":  # anyone known may read the settings
         agent = command.key if command.scope == Scope.AGENT else None
         node = command.key if command.scope == Scope.NODE_TYPE else None
         return CommandResult(Outcome.STATUS, status_text(await gate.status(agent, node)))
+    if not who.is_admin:
+        return CommandResult(
+            Outcome.REFUSED, "Only an admin can change the confidence gate; nothing changed."
+        )
     try:
         result = await gate.settings.change(who, command.values, command.scope, command.key)
     except InvalidRequest as exc:

@@ -265,16 +265,18 @@ class DecisionStore(StoreBase):
         person: str,
         now: datetime,
         *,
+        admin: bool = False,
         outbox: OutboxFor | None = None,
         adopt: Adopt | None = None,
         check: Check | None = None,
     ) -> TakeoverRequest:
         """Hand a granted request back: the run is re-queued (or claimed by ``adopt``) and
-        resumes at the approval."""
-        return await self._decide(
-            adopt,
-            self.release_unit(request_id, person, now, outbox=outbox, adopt=adopt, check=check),
+        resumes at the approval. ``admin``: ``person`` is an admin, recorded in the journal
+        when they release a run someone else took over."""
+        unit = self.release_unit(
+            request_id, person, now, admin=admin, outbox=outbox, adopt=adopt, check=check
         )
+        return await self._decide(adopt, unit)
 
     def release_unit(
         self,
@@ -282,6 +284,7 @@ class DecisionStore(StoreBase):
         person: str,
         now: datetime,
         *,
+        admin: bool = False,
         outbox: OutboxFor | None = None,
         adopt: Adopt | None = None,
         check: Check | None = None,
@@ -312,7 +315,8 @@ class DecisionStore(StoreBase):
                     current=current.status.value,
                     request_id=request_id,
                 )
-            events = _release_events(request_id, row["step_id"], person)
+            as_admin = admin and row["decided_by"] != person
+            events = _release_events(request_id, row["step_id"], person, as_admin)
             return self._hand_back(conn, row, events, now, adopt, outbox, check)
 
         return work
@@ -457,9 +461,14 @@ def _unclaimed(adopt: Adopt | None) -> None:
         adopt.run_id, adopt.written = None, None
 
 
-def _release_events(request_id: str, step_id: str | None, person: str) -> list[NewEvent]:
+def _release_events(
+    request_id: str, step_id: str | None, person: str, as_admin: bool = False
+) -> list[NewEvent]:
+    released: dict[str, object] = {"requestId": request_id, "by": person}
+    if as_admin:  # an admin released a run someone else took over
+        released["asAdmin"] = True
     return [
-        NewEvent(JournalEvent.TAKEOVER_RELEASED, step_id, {"requestId": request_id, "by": person}),
+        NewEvent(JournalEvent.TAKEOVER_RELEASED, step_id, released),
         NewEvent(JournalEvent.RUN_RESUMED, step_id, {"requestId": request_id}),
     ]
 

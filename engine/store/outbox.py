@@ -1,7 +1,9 @@
 """The outbox: chat messages written with the events that caused them, delivered later.
 
 A dispatcher claims due messages for a short time (so two replicas never send the same one at
-once), then marks each sent, to retry at a time, or failed for good."""
+once), then marks each sent, to retry at a time, or failed for good. Updates of cards already
+posted (``card_update``) are claimed ahead of everything else: a decision's card update must
+not wait behind a busy channel's queue of new cards."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, bindparam, func, or_, select, update
+from sqlalchemy import ColumnElement, and_, bindparam, case, func, or_, select, update
 from sqlalchemy.engine import Connection
 
 from engine.model import OutboxMessage, OutboxRecord
@@ -19,6 +21,12 @@ from engine.store.fast import Fast
 from engine.store.tables import UTCDateTime
 
 PENDING, SENT, FAILED = "pending", "sent", "failed"
+URGENT_KINDS = ("card_update",)  # claimed and sent before the rest of their channel
+
+
+def priority(message: OutboxRecord) -> tuple[int, int]:
+    """The order a channel's claimed messages go out in: card updates first, then by id."""
+    return (0 if message.kind in URGENT_KINDS else 1, message.id)
 
 
 def _record(row: object) -> OutboxRecord:
@@ -68,7 +76,8 @@ class OutboxStore(StoreBase):
         due = _due(now)
 
         def work(conn: Connection) -> list[OutboxRecord]:
-            pick = select(ob.c.id).where(due).order_by(ob.c.id).limit(limit)
+            urgent_first = case((ob.c.kind.in_(URGENT_KINDS), 0), else_=1)
+            pick = select(ob.c.id).where(due).order_by(urgent_first, ob.c.id).limit(limit)
             if not self.db.is_sqlite:
                 pick = pick.with_for_update(skip_locked=True)
             rows = conn.execute(
@@ -77,11 +86,26 @@ class OutboxStore(StoreBase):
                 .values(claimed_by=owner, claimed_until=now + hold)
                 .returning(ob)
             )
-            return sorted((_record(r) for r in rows), key=lambda m: m.id)
+            return sorted((_record(r) for r in rows), key=priority)
 
         if await self.nothing_to_claim(_ANY_DUE, {"now": now}):
             return []
         return await self.db.transact(work)
+
+    async def urgent_due(self, channel: str, now: datetime) -> bool:
+        """Whether a card update for ``channel`` is due and unclaimed (it was queued after the
+        batch being sent was claimed)."""
+        ob = t.outbox
+
+        def work(conn: Connection) -> bool:
+            q = (
+                select(ob.c.id)
+                .where(_due(now), ob.c.channel == channel, ob.c.kind.in_(URGENT_KINDS))
+                .limit(1)
+            )
+            return conn.execute(q).first() is not None
+
+        return await self.db.transact(work, write=False)
 
     async def mark_sent(self, message_id: int, owner: str, now: datetime) -> None:
         def work(conn: Connection) -> None:

@@ -5,7 +5,17 @@ It answers the methods Signoff calls (``chat.postMessage``, ``chat.update``,
 ``chat.postEphemeral``, ``auth.test``) the way Slack does, and refuses what Slack refuses:
 
 * a wrong bearer token: ``invalid_auth``;
-* Block Kit over the limits (``cards.limits.check_blocks``): ``invalid_blocks``;
+* Block Kit over the limits (``cards.limits.check_blocks``): ``invalid_blocks``; a message
+  ``text`` over 40,000 characters: ``msg_too_long``;
+* a view over Slack's view limits (title/submit/close text 24 characters, 100 blocks, input
+  label 2000, ``plain_text_input`` ``min_length``/``max_length`` 3000, placeholder 150,
+  ``private_metadata`` 3000, ``callback_id`` 255): HTTP 200 ``invalid_arguments`` with
+  ``response_metadata.messages`` naming each problem by JSON pointer, as Slack answers;
+* a ``trigger_id`` this fake did not issue (``trigger()``): ``invalid_trigger_id``; one used
+  before: ``exchanged_trigger_id``; one older than 3 s on the fake's clock (loop time plus
+  ``advance()``, so tests need no sleeps): ``expired_trigger_id``;
+* a ``response_url`` answer without text or blocks: HTTP 400 ``no_text``; one that is used
+  more than 5 times: HTTP 404 ``used_url``;
 * a channel in ``missing_channels``: ``channel_not_found``; ``chat.update`` of an unknown
   message: ``message_not_found``;
 * more than ``rate`` ``chat.postMessage`` calls in one second into one channel: HTTP 429 with
@@ -32,7 +42,19 @@ from typing import Any
 
 from aiohttp import web
 
-from cards.limits import check_blocks
+from cards.limits import SLACK_MAX_MESSAGE_TEXT, check_blocks
+
+# Slack's limits for views (https://docs.slack.dev/reference/views,
+# .../block-kit/blocks/input-block, .../block-kit/block-elements/plain-text-input-element).
+VIEW_MAX_TITLE = 24  # title, submit and close text
+VIEW_MAX_BLOCKS = 100
+VIEW_MAX_LABEL = 2000
+VIEW_MAX_INPUT_LENGTH = 3000  # plain_text_input min_length / max_length
+VIEW_MAX_PLACEHOLDER = 150
+VIEW_MAX_METADATA = 3000
+VIEW_MAX_CALLBACK_ID = 255
+TRIGGER_SECONDS = 3.0  # a trigger_id is good for 3 s, and once
+RESPONSE_URL_USES = 5  # a response_url takes 5 answers (in 30 minutes)
 
 
 @dataclass
@@ -83,6 +105,7 @@ class FakeSlack:
     rate: int | None = None  # chat.postMessage per channel per second; None: no limit
     retry_after: int = 1  # seconds, as Slack sends them
     post_delay: float = 0.0  # seconds before answering chat.postMessage (after recording it)
+    hold_posts: asyncio.Event | None = None  # when set: chat.postMessage answers once it is set
     missing_channels: set[str] = field(default_factory=set)
     calls: list[Call] = field(default_factory=list)
     messages: dict[str, list[Message]] = field(default_factory=lambda: defaultdict(list))
@@ -91,6 +114,7 @@ class FakeSlack:
     violations: list[tuple[str, float, float]] = field(default_factory=list)
     rate_limited: int = 0
     port: int = 0
+    refused: list[tuple[str, str, list[str]]] = field(default_factory=list)  # method, error, why
 
     def __post_init__(self) -> None:
         self._runner: web.AppRunner | None = None
@@ -99,6 +123,10 @@ class FakeSlack:
         self._ts = itertools.count(1)
         self._ts_base = int(time.time())
         self._scripted: dict[str, deque[tuple[int, str]]] = defaultdict(deque)
+        self._offset = 0.0  # seconds the fake's clock is ahead of the loop's (``advance``)
+        self._triggers: dict[str, float] = {}  # trigger_id -> when issued (fake clock)
+        self._exchanged: set[str] = set()
+        self._response_uses: Counter[str] = Counter()
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -112,6 +140,21 @@ class FakeSlack:
 
     def response_url(self, key: object) -> str:
         return f"{self.url}/response/{key}"
+
+    def now(self) -> float:
+        """The fake's clock: the loop's time plus what ``advance`` added."""
+        return asyncio.get_running_loop().time() + self._offset
+
+    def advance(self, seconds: float) -> None:
+        """Move the fake's clock on (a trigger_id then expires without a test sleeping)."""
+        self._offset += seconds
+
+    def trigger(self) -> str:
+        """A new ``trigger_id`` as Slack puts in an interaction payload, issued now."""
+        n = len(self._triggers) + 1
+        trigger_id = f"{self._ts_base}.{n:07d}.{n * 2654435761 % 2**32:08x}"
+        self._triggers[trigger_id] = self.now()
+        return trigger_id
 
     def fail_next(self, method: str, error: str, status: int = 200) -> None:
         """The next call of ``method`` answers ``{ok: false, error}`` with HTTP ``status``."""
@@ -159,8 +202,21 @@ class FakeSlack:
     # -- the server ----------------------------------------------------------------------------
 
     async def _response(self, request: web.Request) -> web.Response:
+        key = request.match_info["key"]
         body = await request.json()
-        self.responses.append(Response(request.match_info["key"], body))
+        self._response_uses[key] += 1
+        if self._response_uses[key] > RESPONSE_URL_USES:
+            self.refused.append(("response_url", "used_url", []))
+            return web.Response(status=404, text="used_url")
+        text, blocks = body.get("text"), body.get("blocks")
+        if not text and not blocks:
+            self.refused.append(("response_url", "no_text", []))
+            return web.Response(status=400, text="no_text")
+        problems = check_blocks(blocks) if blocks is not None else []
+        if problems or (isinstance(text, str) and len(text) > SLACK_MAX_MESSAGE_TEXT):
+            self.refused.append(("response_url", "invalid_blocks", problems))
+            return web.Response(status=400, text="invalid_blocks")
+        self.responses.append(Response(key, body))
         return web.Response(text="ok")
 
     async def _api(self, request: web.Request) -> web.Response:
@@ -194,6 +250,8 @@ class FakeSlack:
 
     def _error(self, call: Call, error: str, status: int = 200, **extra: Any) -> web.Response:
         call.status, call.error = status, error
+        why = extra.get("errors") or (extra.get("response_metadata") or {}).get("messages") or []
+        self.refused.append((call.method, error, list(why)))
         headers = {"Retry-After": str(self.retry_after)} if status == 429 else None
         return web.json_response(
             {"ok": False, "error": error, **extra}, status=status, headers=headers
@@ -223,9 +281,17 @@ class FakeSlack:
         if blocks is not None:
             problems = check_blocks(blocks)
             if problems:
-                return None, self._error(call, "invalid_blocks", errors=problems)
+                messages = [f"[ERROR] {p}" for p in problems]
+                return None, self._error(
+                    call,
+                    "invalid_blocks",
+                    errors=problems,
+                    response_metadata={"messages": messages},
+                )
         if not call.args.get("text") and not blocks:
             return None, self._error(call, "no_text")
+        if len(str(call.args.get("text") or "")) > SLACK_MAX_MESSAGE_TEXT:
+            return None, self._error(call, "msg_too_long")
         return blocks, None
 
     def _rate_limited(self, channel: str) -> bool:
@@ -273,6 +339,8 @@ class FakeSlack:
         self.messages[channel].append(message)
         if self.post_delay:
             await asyncio.sleep(self.post_delay)
+        if self.hold_posts is not None:
+            await self.hold_posts.wait()
         return web.json_response(
             {"ok": True, "channel": channel, "ts": message.ts, "message": message.as_api(False)}
         )
@@ -303,16 +371,29 @@ class FakeSlack:
         return web.json_response({"ok": True, "message_ts": self._next_ts()})
 
     async def _views_open(self, call: Call) -> web.Response:
-        if not call.args.get("trigger_id"):
-            return self._error(call, "invalid_trigger_id")
         view = call.args.get("view")
         if isinstance(view, str):
             view = json.loads(view)
-        problems = check_blocks(view.get("blocks", []))
+        if not isinstance(view, dict):
+            return self._invalid(call, ["[ERROR] must provide an object [json-pointer:/view]"])
+        problems = view_problems(view)
         if problems:
-            return self._error(call, "invalid_blocks", errors=problems)
+            return self._invalid(call, problems)
+        # Slack checks the view before it exchanges the trigger: a refused view leaves it unused.
+        trigger_id = str(call.args.get("trigger_id") or "")
+        issued = self._triggers.get(trigger_id)
+        if issued is None:
+            return self._error(call, "invalid_trigger_id")
+        if trigger_id in self._exchanged:
+            return self._error(call, "exchanged_trigger_id")
+        if self.now() - issued > TRIGGER_SECONDS:
+            return self._error(call, "expired_trigger_id")
+        self._exchanged.add(trigger_id)
         self.views.append(view)
         return web.json_response({"ok": True, "view": {"id": f"V{len(self.views):08d}", **view}})
+
+    def _invalid(self, call: Call, messages: list[str]) -> web.Response:
+        return self._error(call, "invalid_arguments", response_metadata={"messages": messages})
 
     def _page(self, call: Call, found: list[Message]) -> web.Response:
         with_metadata = str(call.args.get("include_all_metadata", "")).lower() in ("1", "true")
@@ -342,3 +423,72 @@ class FakeSlack:
         if problem is not None:
             return problem
         return self._page(call, self.thread(call.args["channel"], str(call.args.get("ts"))))
+
+
+def view_problems(view: dict[str, Any]) -> list[str]:
+    """What Slack refuses in a modal view, as ``response_metadata.messages`` lines."""
+    out: list[str] = []
+
+    def fail(message: str, pointer: str) -> None:
+        out.append(f"[ERROR] {message} [json-pointer:/view{pointer}]")
+
+    def text(obj: object, limit: int, pointer: str, *, required: bool = False) -> None:
+        if obj is None:
+            if required:
+                fail("missing required field: text", pointer)
+            return
+        value = obj.get("text") if isinstance(obj, dict) else None
+        if (
+            not isinstance(obj, dict)
+            or obj.get("type") != "plain_text"
+            or not isinstance(value, str)
+        ):
+            fail("must be a plain_text object", pointer)
+        elif not value:
+            fail("must be more than 0 characters", f"{pointer}/text")
+        elif len(value) > limit:
+            fail(f"must be less than {limit + 1} characters", f"{pointer}/text")
+
+    if view.get("type") != "modal":
+        fail("must be modal", "/type")
+    text(view.get("title"), VIEW_MAX_TITLE, "/title", required=True)
+    text(view.get("submit"), VIEW_MAX_TITLE, "/submit")
+    text(view.get("close"), VIEW_MAX_TITLE, "/close")
+    for key, limit in (
+        ("private_metadata", VIEW_MAX_METADATA),
+        ("callback_id", VIEW_MAX_CALLBACK_ID),
+    ):
+        value = view.get(key)
+        if value is not None and (not isinstance(value, str) or len(value) > limit):
+            fail(f"must be less than {limit + 1} characters", f"/{key}")
+    blocks = view.get("blocks")
+    if not isinstance(blocks, list):
+        fail("must provide an array", "/blocks")
+        return out
+    if len(blocks) > VIEW_MAX_BLOCKS:
+        fail(f"must contain at most {VIEW_MAX_BLOCKS} items", "/blocks")
+    for i, block in enumerate(blocks):
+        where = f"/blocks/{i}"
+        if not isinstance(block, dict):
+            fail("must provide an object", where)
+            continue
+        if block.get("type") != "input":
+            out += [f"[ERROR] {p} [json-pointer:/view{where}]" for p in check_blocks([block])]
+            continue
+        text(block.get("label"), VIEW_MAX_LABEL, f"{where}/label", required=True)
+        element = block.get("element")
+        if not isinstance(element, dict):
+            fail("missing required field: element", where)
+            continue
+        if element.get("type") == "plain_text_input":
+            for key in ("min_length", "max_length"):
+                value = element.get(key)
+                if value is not None and (
+                    not isinstance(value, int) or not 0 <= value <= VIEW_MAX_INPUT_LENGTH
+                ):
+                    fail(
+                        f"must be less than or equal to {VIEW_MAX_INPUT_LENGTH}",
+                        f"{where}/element/{key}",
+                    )
+        text(element.get("placeholder"), VIEW_MAX_PLACEHOLDER, f"{where}/element/placeholder")
+    return out

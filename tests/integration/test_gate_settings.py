@@ -171,8 +171,10 @@ async def test_commands_change_and_report(gate, store):
     result = await run_command(gate, "gate samples 0", ADMIN)
     assert result.outcome == Outcome.UNCHANGED and "Gate samples is already 5;" in result.text
 
-    refused = await run_command(gate, "gate status", BOB)  # in chat, admins only
-    assert refused.outcome == Outcome.REFUSED and "Only an admin can read" in refused.text
+    read = await run_command(gate, "gate status", BOB)  # reading is open to anyone known
+    assert read.outcome == Outcome.STATUS and "Confidence gate: ON" in read.text
+    refused = await run_command(gate, "gate off", BOB)
+    assert refused.outcome == Outcome.REFUSED and "Only an admin can change" in refused.text
     status = await run_command(gate, "gate status", ADMIN)
     assert status.outcome == Outcome.STATUS
     assert "Confidence gate: ON (override:global)" in status.text

@@ -220,7 +220,7 @@ async def test_someone_elses_takeover_is_theirs_to_release(api: Api) -> None:
     status, html = await page(api.client, link_path(api.client, request, "carol"))
 
     assert status == 200
-    assert "Taken over by bob, who will release it." in html
+    assert "Taken over by bob; the run waits until they, or an admin, release it." in html
     assert 'name="action"' not in html
 
 

@@ -136,7 +136,7 @@ class SlackHarness:
             channel=CHANNEL,
             message_ts=message_ts,
             response_url=self.slack.response_url(key),
-            trigger_id=f"trigger-{key}",
+            trigger_id=self.slack.trigger(),
         )
         return body, key
 
@@ -152,7 +152,7 @@ class SlackHarness:
             "team": {"id": TEAM, "domain": "signoff-test"},
             "user": {"id": user, "team_id": TEAM},
             "api_app_id": "A0SIGNOFF",
-            "trigger_id": "trigger-submit",
+            "trigger_id": self.slack.trigger(),
             "view": {
                 "id": "V0DENY",
                 "type": "modal",
@@ -182,7 +182,7 @@ class SlackHarness:
                 "text": text,
                 "api_app_id": "A0SIGNOFF",
                 "response_url": self.slack.response_url(key),
-                "trigger_id": f"trigger-{key}",
+                "trigger_id": self.slack.trigger(),
             }
         )
         status, raw = await self.send_signed(body)

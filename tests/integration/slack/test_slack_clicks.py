@@ -8,8 +8,10 @@ many arrive at once and however often each is delivered.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections import Counter
+from urllib.parse import parse_qs, urlencode
 
 from engine.model import JournalEvent, RunStatus, TakeoverStatus
 from tests.integration.slack.harness import (
@@ -166,3 +168,36 @@ async def test_two_hundred_clicks_delivered_twice_make_one_decision(migrated_db_
         assert all(r.body["response_type"] == "ephemeral" for r in h.slack.responses)
         per_click = Counter(r.key for r in h.slack.responses)
         assert sorted(per_click.values()).count(1) == 1 and len(per_click) == 200
+
+
+async def test_signed_payloads_json_cannot_read_are_refused_400(migrated_db_url: str) -> None:
+    """Correctly signed, but holding what JSON has no place for (NaN, a huge number, a NUL,
+    a lone surrogate, deep nesting): 400 with the reason, nothing decided, nobody told."""
+    async with running_slack(migrated_db_url, FLOWS) as h:
+        run_id, request_id = await pending_request(h)
+        await wait_status(h.engine, run_id, RunStatus.WAITING)
+        size = len(await h.engine.store.journal(run_id))
+        body, _ = h.action_body(USERS["bob"], "signoff_grant", request_id)
+        payload = json.loads(parse_qs(body)["payload"][0])
+        text = json.dumps(payload)
+        assert text.startswith('{"type": "block_actions"')
+        extra = {
+            "NaN": '{"x": NaN, ',
+            "Infinity": '{"x": -Infinity, ',
+            "1e400": '{"x": 1e400, ',
+            "a huge integer": '{"x": ' + "9" * 30 + ", ",
+            "a NUL": '{"x": "a\\u0000b", ',
+            "a lone surrogate": '{"x": "\\ud800", ',
+            "deep nesting": '{"x": ' + "[" * 100 + "]" * 100 + ", ",
+        }
+        for name, start in extra.items():
+            forged = urlencode({"payload": start + text[1:]})
+            status, answer = await h.send_signed(forged)
+            assert status == 400, (name, status, answer)
+            assert json.loads(answer)["error"] == "invalid_payload", name
+            await unchanged(h, run_id, request_id, size)
+        # A slash command's form field with a NUL is refused the same way.
+        status, answer = await h.send_signed(urlencode({"command": "/signoff", "text": "a\0b"}))
+        assert status == 400 and "NUL" in json.loads(answer)["message"]
+        await asyncio.sleep(0.1)
+        assert h.slack.responses == []

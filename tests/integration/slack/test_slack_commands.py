@@ -58,7 +58,7 @@ async def test_pending_lists_what_you_may_decide_with_links_to_the_cards(
         (card,) = await wait_for(card_stored)
 
         status, body, key = await h.command(USERS["bob"], "pending")
-        assert status == 200 and body["text"].startswith("1 request(s) waiting for you")
+        assert status == 200 and body["text"].startswith("1 request is waiting for you")
         told = await h.wait_told(key)
         link = f"https://fake.slack.test/archives/{CHANNEL}/p{card.message_ref.replace('.', '')}"
         assert f"<{link}|Refund &lt;b&gt;P-1&lt;/b&gt;>" in told
@@ -75,8 +75,12 @@ async def test_gate_changes_need_an_admin_and_are_audited(migrated_db_url: str) 
         # Not an admin: refused, nothing stored.
         status, body, _ = await h.command(USERS["bob"], "gate threshold 0.5")
         assert status == 200 and body.get("response_type") != "in_channel"
-        assert "Only an admin" in body["text"]
+        assert "Only an admin can change" in body["text"]
         assert await overrides(h) == []
+        # Reading is open to anyone known to Signoff, and only the reader sees it.
+        status, body, _ = await h.command(USERS["bob"], "gate status")
+        assert status == 200 and body.get("response_type") != "in_channel"
+        assert "Confidence gate: OFF" in body["text"], body
 
         # Bad arguments: a usage line, ephemeral, nothing stored.
         for bad in (

@@ -12,7 +12,7 @@ from bot.slack.api import SlackApi, error_code
 from engine.config_sections import SlackConfig
 from engine.ports import ManualClock, SystemClock
 from tests.fakes.slack import FakeSlack
-from tests.integration.slack.harness import CHANNEL, running_slack
+from tests.integration.slack.harness import CHANNEL, USERS, running_slack
 from tests.support.engines import AGENT, wait_for
 
 BURST_CHANNEL = "C0BURST00"
@@ -194,3 +194,49 @@ async def test_the_fake_refuses_what_slack_refuses() -> None:
             assert await api.find_posted("C0ANY", None, "other") is None
         finally:
             await api.close()
+
+
+async def test_a_decisions_card_update_goes_before_queued_new_cards(migrated_db_url: str) -> None:
+    """A busy channel: 39 new cards claimed and going out behind the pacing. A decision on the
+    first card updates it next, not after the other 39 (it waited 42 s behind them)."""
+    async with running_slack(
+        migrated_db_url, FLOWS, rate=8, min_interval=0.125, clock=SystemClock()
+    ) as h:
+        h.slack.hold_posts = asyncio.Event()  # the first post hangs: the rest queue behind it
+        await h.engine.start_run("burst", {"n": 0}, AGENT)
+
+        async def first_posted() -> bool:
+            return len(h.slack.posted(BURST_CHANNEL)) == 1
+
+        await wait_for(first_posted, timeout=60)
+        await asyncio.gather(*(h.engine.start_run("burst", {"n": i}, AGENT) for i in range(39)))
+
+        async def queued() -> bool:
+            rows = await outbox_rows(h)
+            return len([m for m, _, _ in rows if m.kind == "card"]) == 40
+
+        await wait_for(queued, timeout=60)
+        h.slack.hold_posts.set()  # the first post returns; the other 39 go out in one batch
+
+        async def sending() -> bool:
+            return len(h.slack.posted(BURST_CHANNEL)) >= 4
+
+        await wait_for(sending, timeout=60)
+        first = h.slack.posted(BURST_CHANNEL)[0]
+        request_id = str(first.dedupe).split(":")[1]
+        status, _ = await h.click(USERS["bob"], "signoff_grant", request_id, message_ts=first.ts)
+        assert status == 200
+
+        async def updated() -> bool:
+            return first.updates >= 1
+
+        await wait_for(updated, timeout=60)
+        cards_then = len([m for m in h.slack.posted(BURST_CHANNEL) if m.thread_ts is None])
+
+        async def all_posted() -> bool:
+            return len([m for m in h.slack.posted(BURST_CHANNEL) if m.thread_ts is None]) >= 40
+
+        await wait_for(all_posted, timeout=60)
+        print(f"\nthe update went out after {cards_then} of 40 cards")
+        assert cards_then <= 15, f"the update waited for {cards_then - 4} new cards"
+        assert h.slack.violations == [] and h.slack.duplicates() == {}

@@ -41,13 +41,13 @@ async def test_an_admin_changes_the_gate_and_it_is_audited(teams: Teams):
     assert "already" in await said(teams, "gate threshold 0.8", as_="alice")
 
 
-async def test_others_may_neither_read_nor_change(teams: Teams):
+async def test_others_may_read_but_not_change(teams: Teams):
     reply = await said(teams, "gate threshold 0.1", as_="bob")
     assert "Only an admin" in reply and "nothing changed" in reply
     assert (await teams.engine.gate.status()).overrides == ()
 
-    reply = await said(teams, "gate status", as_="bob")
-    assert "Only an admin can read" in reply and "threshold 0.75" not in reply
+    reply = await said(teams, "gate status", as_="bob")  # reading is harmless: anyone known
+    assert "Confidence gate: OFF" in reply and "threshold 0.75" in reply
     reply = await said(teams, "gate status", as_="alice")
     assert "Confidence gate: OFF" in reply and "threshold 0.75" in reply
     assert "gate threshold <0..1>" in await said(teams, "help", as_="bob")

@@ -1,0 +1,102 @@
+"""Events API requests: retries of one event make one reply, and a malformed timestamp is a 401.
+
+Slack retries an event it got no quick answer to up to three times (``X-Slack-Retry-Num`` 1-3,
+the same ``event_id``). Each process remembers the event ids it handled; a retry that reaches
+another replica finds the reply already in the thread (its message metadata) and posts nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import pytest
+
+from tests.integration.slack.harness import (
+    CHANNEL,
+    SECRET,
+    USERS,
+    running_slack,
+    signature,
+    signed_headers,
+)
+from tests.integration.slack.test_slack_commands import FLOWS, JSON
+from tests.support.engines import wait_for
+
+
+def mention(event_id: str, ts: str = "1700000001.000200") -> str:
+    return json.dumps(
+        {
+            "type": "event_callback",
+            "team_id": "T0SIGNOFF",
+            "api_app_id": "A0SIGNOFF",
+            "event_id": event_id,
+            "event_time": 1,
+            "event": {
+                "type": "app_mention",
+                "user": USERS["bob"],
+                "text": "<@U0SIGNOFF> help?",
+                "channel": CHANNEL,
+                "ts": ts,
+            },
+        }
+    )
+
+
+async def test_retries_of_an_event_make_one_reply(migrated_db_url: str) -> None:
+    async with running_slack(migrated_db_url, FLOWS) as h:
+        event = mention("Ev0RETRY")
+        for retry in (None, "1", "2", "3"):
+            headers = {**signed_headers(event), **JSON}
+            if retry is not None:
+                headers |= {"X-Slack-Retry-Num": retry, "X-Slack-Retry-Reason": "http_timeout"}
+            status, _ = await h.send(event, headers)
+            assert status == 200
+
+        async def answered() -> list:
+            return h.slack.posted(CHANNEL)
+
+        await wait_for(answered)
+        await asyncio.sleep(0.3)  # the retries' follow-ups, had any been started, are done
+        assert len(h.slack.posted(CHANNEL)) == 1
+
+        # A retry this process has not seen (it went to another replica first) finds the reply
+        # in the thread and posts nothing more.
+        other = mention("Ev0OTHER")
+        headers = {**signed_headers(other), **JSON, "X-Slack-Retry-Num": "1"}
+        assert (await h.send(other, headers))[0] == 200
+
+        async def searched() -> list:
+            return h.slack.calls_of("conversations.replies")
+
+        await wait_for(searched)
+        await asyncio.sleep(0.3)
+        assert len(h.slack.posted(CHANNEL)) == 1
+
+
+async def test_a_timestamp_that_is_not_a_number_is_refused_401(migrated_db_url: str) -> None:
+    async with running_slack(migrated_db_url, FLOWS) as h:
+        event = mention("Ev0STAMP")
+        for stamp in ("abc", "", "1e9", " 1700000000", "1_700_000_000", "-5"):
+            headers = {
+                **JSON,
+                "X-Slack-Request-Timestamp": stamp,
+                "X-Slack-Signature": signature(event, stamp, SECRET),
+            }
+            status, body = await h.send(event, headers)
+            assert status == 401, (stamp, status, body)
+        assert h.slack.calls == []
+
+
+async def test_startup_logs_no_bolt_token_warning(
+    migrated_db_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """bolt reads SLACK_BOT_TOKEN from the environment by itself (a deployment sets it for
+    ``botToken: ${SLACK_BOT_TOKEN}``) and then warned that the client it was given wins."""
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-from-the-environment")
+    caplog.set_level(logging.DEBUG)
+    async with running_slack(migrated_db_url, FLOWS) as h:
+        assert "slack" in h.engine.dispatcher.sinks
+    unused = [r.getMessage() for r in caplog.records if "will be unused" in r.getMessage()]
+    assert unused == []
