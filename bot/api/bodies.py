@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aiohttp import web
@@ -10,6 +9,7 @@ from jsonschema import Draft202012Validator
 
 from bot.api.routing import route_of
 from engine.errors import InvalidRequest
+from engine.json_input import parse_json
 
 _VALIDATORS: dict[int, Draft202012Validator] = {}
 
@@ -20,10 +20,8 @@ async def read_body(request: web.Request) -> dict[str, Any]:
     if not raw.strip():
         body: Any = {}
     else:
-        try:
-            body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InvalidRequest(f"the body is not valid JSON: {exc}") from exc
+        # Bounded: NaN, Infinity, huge integers, deep nesting and NUL are refused (400).
+        body = parse_json(raw, "the body")
     if not isinstance(body, dict):
         raise InvalidRequest("the body must be a JSON object")
     route = route_of(request)
