@@ -33,7 +33,19 @@ async def read_body(request: web.Request) -> dict[str, Any]:
         if problems:
             lines = [f"{_path(err.absolute_path)}: {err.message}" for err in problems[:10]]
             raise InvalidRequest("; ".join(lines), problems=lines)
+        _whole_numbers(route.body, body)
     return body
+
+
+def _whole_numbers(schema: dict[str, Any], body: dict[str, Any]) -> None:
+    """JSON Schema counts ``2.0`` as an integer, so the handlers get ``2`` for it: what the
+    schema accepts, the server accepts (the engine checks ``isinstance(value, int)``)."""
+    for name, prop in schema.get("properties", {}).items():
+        kinds = prop.get("type") if isinstance(prop, dict) else None
+        kinds = kinds if isinstance(kinds, list) else [kinds]
+        value = body.get(name)
+        if "integer" in kinds and isinstance(value, float) and value.is_integer():
+            body[name] = int(value)
 
 
 def _path(parts: Any) -> str:
