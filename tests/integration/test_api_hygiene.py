@@ -127,6 +127,14 @@ async def test_nul_in_an_approval_form_is_refused_and_nothing_is_decided(api: Ap
     assert (await api.engine.store.get_takeover(request.id)).status == TakeoverStatus.PENDING
 
 
+@pytest.mark.parametrize("after", ["9" * 5_000, "\u0661\u0662", "-1"])
+async def test_a_timeline_resumed_after_any_event_id_is_no_500(api: Api, after: str) -> None:
+    await sign_in(api.client, api.tokens["admin"])
+    for headers, query in (({"Last-Event-ID": after}, ""), ({}, "?after=" + quote(after))):
+        resp = await api.client.get("/console/runs/nope/events" + query, headers=headers)
+        assert resp.status == 404, await resp.text()
+
+
 # -- the sign-in redirect ------------------------------------------------------------------------
 
 
