@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, ValidationError
 
 from bot.api.routing import route_of
 from engine.errors import InvalidRequest
@@ -31,8 +31,8 @@ async def read_body(request: web.Request) -> dict[str, Any]:
             validator = _VALIDATORS[id(route.body)] = Draft202012Validator(route.body)
         problems = sorted(validator.iter_errors(body), key=lambda err: list(err.absolute_path))
         if problems:
-            lines = [f"{_path(err.absolute_path)}: {err.message}" for err in problems[:10]]
-            raise InvalidRequest("; ".join(lines), problems=lines)
+            lines = [f"{_path(err.absolute_path)}: {_message(err)}" for err in problems[:10]]
+            raise InvalidRequest("; ".join(lines), problems=lines, field=_field(problems[0]))
         _whole_numbers(route.body, body)
     return body
 
@@ -46,6 +46,30 @@ def _whole_numbers(schema: dict[str, Any], body: dict[str, Any]) -> None:
         value = body.get(name)
         if "integer" in kinds and isinstance(value, float) and value.is_integer():
             body[name] = int(value)
+
+
+def _field(err: ValidationError) -> str | None:
+    """The top-level property a problem is about (a missing one too), for ``field``."""
+    if err.absolute_path:
+        return str(err.absolute_path[0])
+    if err.validator == "required" and isinstance(err.instance, dict):
+        missing = [name for name in err.validator_value if name not in err.instance]
+        return str(missing[0]) if missing else None
+    if err.validator == "not" and err.validator_value == {"required": ["key"]}:
+        return "key"
+    return None
+
+
+def _message(err: ValidationError) -> str:
+    """jsonschema's words, except where they name no field."""
+    alternatives = err.validator_value if err.validator == "anyOf" else None
+    if isinstance(alternatives, list) and all(set(a) == {"required"} for a in alternatives):
+        names = ", ".join(name for a in alternatives for name in a["required"])
+        return f"name at least one of {names}"
+    if err.validator == "not" and isinstance(err.validator_value, dict):
+        names = ", ".join(err.validator_value.get("required", []))
+        return f"{names} is not accepted here" if names else err.message
+    return str(err.message)
 
 
 def _path(parts: Any) -> str:
