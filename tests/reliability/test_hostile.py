@@ -108,6 +108,9 @@ def watching(name: str, target: Target, *, same_state: bool = True) -> Iterator[
     ``same_state``) that no row changed. Used inside the tests, so that an xfail covers it."""
     poller = Poller(target.base)
     thread = threading.Thread(target=poller.run, daemon=True)
+    # The log from here on is this test's: an earlier xfail case's traceback is not (serve()
+    # still fails the module on it at the end).
+    target._log_seen = target.log.stat().st_size
     before = target.state()
     thread.start()
     try:
@@ -308,9 +311,7 @@ ACTIVITY = {
 }
 
 
-@pytest.mark.parametrize(
-    "authorization", [pytest.param(None, marks=TEAMS_FIX), "Bearer not-a-jwt", "Basic eA=="]
-)
+@pytest.mark.parametrize("authorization", [None, "Bearer not-a-jwt", "Basic eA=="])
 def test_unsigned_teams_is_a_401(configured: Target, authorization: str | None) -> None:
     headers = {"Authorization": authorization} if authorization else {}
     raw = json.dumps(ACTIVITY).encode()
