@@ -13,6 +13,7 @@ from bot.api import route_tables
 from bot.api.auth import auth_middleware
 from bot.api.errors import error_middleware
 from bot.api.routing import Handler, mount
+from bot.hygiene import add_headers, input_middleware
 from bot.keys import CONFIG, ENGINE
 from bot.metrics import LATENCY, REQUESTS
 from bot.slack import install as install_slack
@@ -66,9 +67,16 @@ def create_app(
     process that only serves requests, and for tests that drive the engine themselves)."""
     crash = [ack_crash_middleware] if crashpoints.ENABLED else []
     app = web.Application(
-        middlewares=[*crash, metrics_middleware, error_middleware, auth_middleware],
+        middlewares=[
+            *crash,
+            metrics_middleware,
+            error_middleware,
+            auth_middleware,
+            input_middleware,
+        ],
         client_max_size=MAX_BODY_BYTES,
     )
+    app.on_response_prepare.append(add_headers)
     engine = Engine(config, options)
     app[CONFIG] = config
     app[ENGINE] = engine

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aiohttp import web
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, ValidationError
 
 from bot.api.routing import route_of
 from engine.errors import InvalidRequest
+from engine.json_input import parse_json
 
 _VALIDATORS: dict[int, Draft202012Validator] = {}
 
@@ -20,10 +20,8 @@ async def read_body(request: web.Request) -> dict[str, Any]:
     if not raw.strip():
         body: Any = {}
     else:
-        try:
-            body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise InvalidRequest(f"the body is not valid JSON: {exc}") from exc
+        # Bounded: NaN, Infinity, huge integers, deep nesting and NUL are refused (400).
+        body = parse_json(raw, "the body")
     if not isinstance(body, dict):
         raise InvalidRequest("the body must be a JSON object")
     route = route_of(request)
@@ -33,9 +31,45 @@ async def read_body(request: web.Request) -> dict[str, Any]:
             validator = _VALIDATORS[id(route.body)] = Draft202012Validator(route.body)
         problems = sorted(validator.iter_errors(body), key=lambda err: list(err.absolute_path))
         if problems:
-            lines = [f"{_path(err.absolute_path)}: {err.message}" for err in problems[:10]]
-            raise InvalidRequest("; ".join(lines), problems=lines)
+            lines = [f"{_path(err.absolute_path)}: {_message(err)}" for err in problems[:10]]
+            raise InvalidRequest("; ".join(lines), problems=lines, field=_field(problems[0]))
+        _whole_numbers(route.body, body)
     return body
+
+
+def _whole_numbers(schema: dict[str, Any], body: dict[str, Any]) -> None:
+    """JSON Schema counts ``2.0`` as an integer, so the handlers get ``2`` for it: what the
+    schema accepts, the server accepts (the engine checks ``isinstance(value, int)``)."""
+    for name, prop in schema.get("properties", {}).items():
+        kinds = prop.get("type") if isinstance(prop, dict) else None
+        kinds = kinds if isinstance(kinds, list) else [kinds]
+        value = body.get(name)
+        if "integer" in kinds and isinstance(value, float) and value.is_integer():
+            body[name] = int(value)
+
+
+def _field(err: ValidationError) -> str | None:
+    """The top-level property a problem is about (a missing one too), for ``field``."""
+    if err.absolute_path:
+        return str(err.absolute_path[0])
+    if err.validator == "required" and isinstance(err.instance, dict):
+        missing = [name for name in err.validator_value if name not in err.instance]
+        return str(missing[0]) if missing else None
+    if err.validator == "not" and err.validator_value == {"required": ["key"]}:
+        return "key"
+    return None
+
+
+def _message(err: ValidationError) -> str:
+    """jsonschema's words, except where they name no field."""
+    alternatives = err.validator_value if err.validator == "anyOf" else None
+    if isinstance(alternatives, list) and all(set(a) == {"required"} for a in alternatives):
+        names = ", ".join(name for a in alternatives for name in a["required"])
+        return f"name at least one of {names}"
+    if err.validator == "not" and isinstance(err.validator_value, dict):
+        names = ", ".join(err.validator_value.get("required", []))
+        return f"{names} is not accepted here" if names else err.message
+    return str(err.message)
 
 
 def _path(parts: Any) -> str:

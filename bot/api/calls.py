@@ -13,6 +13,7 @@ from aiohttp import web
 
 from bot.api.auth import principal
 from bot.api.bodies import query_int, read_body
+from bot.api.errors import json_response
 from bot.api.routing import AGENT_FIELD, RouteTable, obj
 from bot.api.views import approval_url, iso
 from bot.keys import CONFIG, ENGINE
@@ -67,7 +68,7 @@ def _respond(request: web.Request, view: CallView) -> web.Response:
         body.update(error="blocked", message=view.reason, rule=view.rule)
     elif view.status == CallStatus.FAILED:
         body.update(error="call_failed", message=view.reason)
-    return web.json_response(body, status=HTTP_STATUS[view.status])
+    return json_response(body, status=HTTP_STATUS[view.status])
 
 
 @routes.post(
@@ -162,4 +163,4 @@ async def get_call(request: web.Request) -> web.Response:
     execution_id = request.match_info["executionId"]
     view = await calls.wait(execution_id, seconds) if seconds else await calls.view(execution_id)
     body = call_json(view, request.app[CONFIG].server.public_url)
-    return web.json_response(body)
+    return json_response(body)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 
@@ -34,9 +35,19 @@ def status_for(exc: e.SignoffError) -> int:
     return 500
 
 
+# Outbound JSON is always valid JSON: a non-finite number fails here (a 500 naming no data)
+# instead of reaching a client as ``NaN``, which no JSON reader but Python's accepts.
+dumps = functools.partial(json.dumps, allow_nan=False)
+
+
+def json_response(body: object, *, status: int = 200) -> web.Response:
+    """``web.json_response`` that never writes ``NaN`` or ``Infinity``."""
+    return web.json_response(body, status=status, dumps=dumps)
+
+
 def error_response(http_status: int, code: str, message: str, **extra: object) -> web.Response:
     body = {"error": code, "message": message, **{k: v for k, v in extra.items() if v is not None}}
-    return web.json_response(body, status=http_status)
+    return json_response(body, status=http_status)
 
 
 # JSON errors for the API only; web pages render their own (bot.web.pages).
@@ -79,7 +90,11 @@ async def error_middleware(
         code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(
             exc.status, "http_error"
         )
-        return error_response(exc.status, code, exc.reason)
+        # 405 keeps aiohttp's Allow header (the methods the path has).
+        response = error_response(exc.status, code, exc.reason)
+        if "Allow" in exc.headers:
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
     except json.JSONDecodeError as exc:
         return error_response(400, "invalid_json", f"the body is not valid JSON: {exc}")
     except Exception:

@@ -9,9 +9,11 @@ from aiohttp import web
 
 from bot.api.auth import principal
 from bot.api.bodies import read_body
+from bot.api.errors import json_response
 from bot.api.routing import STR, RouteTable, obj
 from bot.api.views import iso
 from bot.keys import ENGINE
+from engine.config_sections import Estimator
 from engine.errors import InvalidRequest
 from engine.gate import GateStatus
 from engine.gate.settings import GATED_NODE_TYPES, SETTINGS, Scope
@@ -21,6 +23,32 @@ routes = RouteTable("gate")
 ANY = (Role.AGENT, Role.APPROVER)
 
 _NULLABLE_BOOL = {"type": ["boolean", "null"]}
+# What engine.gate.settings.change accepts, so that /openapi.json promises no more: at least
+# one setting; a global change has no key, a node_type change names a gated node type, an agent
+# change names the agent.
+_PATCH_BODY = obj(
+    {
+        "enabled": _NULLABLE_BOOL,
+        "threshold": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+        "estimator": {"enum": [*(e.value for e in Estimator), None]},
+        "samples": {"type": ["integer", "null"]},
+        "calibrate": _NULLABLE_BOOL,
+        "scope": {"type": "string", "enum": [s.value for s in Scope]},
+        "key": {"type": "string", "minLength": 1, "maxLength": 200},
+    }
+)
+_PATCH_BODY["anyOf"] = [{"required": [name]} for name in SETTINGS]
+_PATCH_BODY["allOf"] = [
+    {"if": {"properties": {"scope": {"const": "global"}}}, "then": {"not": {"required": ["key"]}}},
+    {
+        "if": {"properties": {"scope": {"const": "node_type"}}, "required": ["scope"]},
+        "then": {"properties": {"key": {"enum": list(GATED_NODE_TYPES)}}, "required": ["key"]},
+    },
+    {
+        "if": {"properties": {"scope": {"const": "agent"}}, "required": ["scope"]},
+        "then": {"required": ["key"]},
+    },
+]
 
 
 def status_json(status: GateStatus) -> dict[str, Any]:
@@ -76,24 +104,14 @@ async def get_gate(request: web.Request) -> web.Response:
             f"query.nodeType: must be one of {', '.join(GATED_NODE_TYPES)}", field="nodeType"
         )
     status = await request.app[ENGINE].gate.status(request.query.get("agent"), node_type)
-    return web.json_response(status_json(status))
+    return json_response(status_json(status))
 
 
 @routes.patch(
     "/v1/gate",
     summary="Change gate settings at one scope (null removes an override); audited",
     roles=(Role.ADMIN,),
-    body=obj(
-        {
-            "enabled": _NULLABLE_BOOL,
-            "threshold": {"type": ["number", "null"]},
-            "estimator": {"type": ["string", "null"]},
-            "samples": {"type": ["integer", "null"]},
-            "calibrate": _NULLABLE_BOOL,
-            "scope": {"type": "string", "enum": [s.value for s in Scope]},
-            "key": {"type": "string", "minLength": 1, "maxLength": 200},
-        }
-    ),
+    body=_PATCH_BODY,
     responses={
         200: "changed (changes lists what was stored; warnings any fallback)",
         400: "bad value (field names it)",
@@ -119,7 +137,7 @@ async def patch_gate(request: web.Request) -> web.Response:
         for c in result.changes
     ]
     status = await gate.status()
-    return web.json_response(
+    return json_response(
         {"changes": changes, "warnings": list(result.warnings), "gate": status_json(status)}
     )
 
@@ -134,7 +152,7 @@ async def patch_gate(request: web.Request) -> web.Response:
     body=obj(
         {
             "stepId": {"type": "string", "minLength": 1, "maxLength": 200},
-            "score": {"type": "integer"},
+            "score": {"type": "integer", "minimum": 1, "maximum": 5},
             "comment": {"type": ["string", "null"], "maxLength": 4000},
         },
         ("stepId", "score"),
@@ -156,7 +174,7 @@ async def record_feedback(request: web.Request) -> web.Response:
         body.get("comment"),
         principal(request),
     )
-    return web.json_response(
+    return json_response(
         {
             "runId": entry.run_id,
             "stepId": entry.step_id,

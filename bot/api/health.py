@@ -7,6 +7,7 @@ import asyncio
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from bot.api.errors import json_response
 from bot.api.routing import RouteTable
 from bot.keys import ENGINE
 from bot.metrics import REGISTRY, observe_engine
@@ -17,7 +18,7 @@ routes = RouteTable("health")
 
 @routes.get("/healthz", summary="The process is alive", roles=None, responses={200: "alive"})
 async def healthz(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
+    return json_response({"status": "ok"})
 
 
 @routes.get(
@@ -31,19 +32,19 @@ async def readyz(request: web.Request) -> web.Response:
     try:
         current = await asyncio.wait_for(engine.store.schema_revision(), 5)
     except Exception as exc:  # any failure to look means "not ready", with the reason
-        return web.json_response(
+        return json_response(
             {"status": "unavailable", "reason": f"database unreachable: {exc}"}, status=503
         )
     head = head_revision()
     if current != head:
-        return web.json_response(
+        return json_response(
             {
                 "status": "unavailable",
                 "reason": f"database at revision {current}, expected {head}: run signoff migrate",
             },
             status=503,
         )
-    return web.json_response({"status": "ok", "revision": current})
+    return json_response({"status": "ok", "revision": current})
 
 
 @routes.get(

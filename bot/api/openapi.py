@@ -6,7 +6,9 @@ import re
 from typing import Any
 
 from aiohttp import web
+from jsonschema import Draft202012Validator
 
+from bot.api.errors import json_response
 from bot.api.routing import ROUTES, Route, RouteTable
 from bot.api.views import SCHEMAS
 
@@ -17,6 +19,43 @@ ERROR_SCHEMA = {
     "properties": {"error": {"type": "string"}, "message": {"type": "string"}},
     "required": ["error", "message"],
 }
+
+
+# What engine.json_input refuses anywhere in a request, said in JSON Schema so the document
+# promises no more than the server accepts: no NUL in any string (a path id, a query, a body's
+# value or key), and free-form objects and arrays hold only such values.
+NO_NUL = "^[^\\x00]*$"
+JSON_VALUE = {
+    "anyOf": [
+        {"type": ["null", "boolean", "number"]},
+        {"type": "string", "pattern": NO_NUL},
+        {"type": "array", "items": {"$ref": "#/components/schemas/JsonValue"}},
+        {
+            "type": "object",
+            "propertyNames": {"pattern": NO_NUL},
+            "additionalProperties": {"$ref": "#/components/schemas/JsonValue"},
+        },
+    ]
+}
+_ANY = {"$ref": "#/components/schemas/JsonValue"}
+
+
+def bounded(schema: Any) -> Any:
+    """``schema`` with the rules above added (a copy: the route table's own schemas stay)."""
+    if isinstance(schema, list):
+        return [bounded(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: bounded(value) for key, value in schema.items()}
+    kinds = out.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    if "string" in kinds and not {"pattern", "enum", "const"} & out.keys():
+        out["pattern"] = NO_NUL
+    if "object" in kinds and "properties" not in out and "additionalProperties" not in out:
+        out.update(propertyNames={"pattern": NO_NUL}, additionalProperties=_ANY)
+    if "array" in kinds and "items" not in out:
+        out["items"] = _ANY
+    return out
 
 
 def document(all_routes: list[Route]) -> dict[str, Any]:
@@ -32,19 +71,20 @@ def document(all_routes: list[Route]) -> dict[str, Any]:
             },
         }
         params = [
-            {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+            {"name": name, "in": "path", "required": True, "schema": bounded({"type": "string"})}
             for name in re.findall(r"{(\w+)}", route.path)
         ]
         params += [
-            {"name": name, "in": "query", "required": False, "schema": schema}
+            {"name": name, "in": "query", "required": False, "schema": bounded(schema)}
             for name, schema in route.query.items()
         ]
         if params:
             op["parameters"] = params
         if route.body is not None:
             op["requestBody"] = {
-                "required": True,
-                "content": {"application/json": {"schema": route.body}},
+                # The server reads an empty body as {}: optional where {} is a valid body.
+                "required": not Draft202012Validator(route.body).is_valid({}),
+                "content": {"application/json": {"schema": bounded(route.body)}},
             }
         if route.roles is not None:
             op["security"] = [{"bearer": []}]
@@ -59,7 +99,7 @@ def document(all_routes: list[Route]) -> dict[str, Any]:
         "paths": paths,
         "components": {
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
-            "schemas": {"Error": ERROR_SCHEMA, **SCHEMAS},
+            "schemas": {"Error": ERROR_SCHEMA, "JsonValue": JSON_VALUE, **SCHEMAS},
         },
     }
 
@@ -78,4 +118,4 @@ def _response(code: int, text: str, route: Route) -> dict[str, Any]:
 
 @routes.get("/openapi.json", summary="This document", roles=None, responses={200: "OpenAPI 3"})
 async def openapi(request: web.Request) -> web.Response:
-    return web.json_response(document(list(request.app[ROUTES].values())))
+    return json_response(document(list(request.app[ROUTES].values())))

@@ -8,6 +8,7 @@ from aiohttp import web
 
 from bot.api.auth import principal
 from bot.api.bodies import query_int, read_body
+from bot.api.errors import json_response
 from bot.api.routing import AGENT_FIELD, NOTES, STR, RouteTable, obj
 from bot.api.views import journal_json, list_of, ref, run_json, takeover_json
 from bot.keys import CONFIG, ENGINE
@@ -20,6 +21,8 @@ ANY = (Role.AGENT, Role.APPROVER)
 DECIDERS = (Role.APPROVER,)
 ADMIN = (Role.ADMIN,)
 
+# The rule engine.config_values.NAME_RE applies, in JSON Schema's words.
+_WORKFLOW_NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"}
 _RUN_RESPONSES = {401: "no or bad token", 403: "wrong role", 404: "no such run"}
 
 
@@ -63,7 +66,7 @@ async def start_run(request: web.Request) -> web.Response:
         idempotency_key=body.get("idempotencyKey"),
         agent=body.get("agent"),
     )
-    return web.json_response(run_json(run), status=201 if created else 200)
+    return json_response(run_json(run), status=201 if created else 200)
 
 
 @routes.get(
@@ -95,7 +98,7 @@ async def list_runs(request: web.Request) -> web.Response:
         workflow=request.query.get("workflow"),
         limit=query_int(request, "limit", 100, 1, 1000),
     )
-    return web.json_response({"runs": [run_json(r) for r in runs]})
+    return json_response({"runs": [run_json(r) for r in runs]})
 
 
 @routes.get(
@@ -107,7 +110,7 @@ async def list_runs(request: web.Request) -> web.Response:
 )
 async def get_run(request: web.Request) -> web.Response:
     run = await _engine(request).store.get_run(request.match_info["id"])
-    return web.json_response(run_json(run))
+    return json_response(run_json(run))
 
 
 @routes.get(
@@ -121,7 +124,7 @@ async def get_journal(request: web.Request) -> web.Response:
     engine = _engine(request)
     run = await engine.store.get_run(request.match_info["id"])
     entries = await engine.store.journal(run.id)
-    return web.json_response({"runId": run.id, "events": [journal_json(e) for e in entries]})
+    return json_response({"runId": run.id, "events": [journal_json(e) for e in entries]})
 
 
 @routes.post(
@@ -135,7 +138,7 @@ async def cancel_run(request: web.Request) -> web.Response:
     engine = _engine(request)
     await engine.approvals.cancel_run(request.match_info["id"], principal(request))
     run = await engine.store.get_run(request.match_info["id"])
-    return web.json_response(run_json(run))
+    return json_response(run_json(run))
 
 
 # -- the takeover API ------------------------------------------------------------------------
@@ -157,7 +160,7 @@ async def _request_of_run(request: web.Request) -> TakeoverRequest:
 
 
 def _tk(request: web.Request, found: TakeoverRequest, status: int = 200) -> web.Response:
-    return web.json_response(takeover_json(found, _public_url(request)), status=status)
+    return json_response(takeover_json(found, _public_url(request)), status=status)
 
 
 @routes.post(
@@ -205,7 +208,7 @@ async def list_takeovers(request: web.Request) -> web.Response:
     run = await engine.store.get_run(request.match_info["id"])
     found = await engine.store.list_takeovers(run_id=run.id)
     public = _public_url(request)
-    return web.json_response({"requests": [takeover_json(r, public) for r in found]})
+    return json_response({"requests": [takeover_json(r, public) for r in found]})
 
 
 @routes.post(
@@ -292,7 +295,7 @@ async def release(request: web.Request) -> web.Response:
     "/v1/workflows",
     summary="Store a workflow ({name, nodes}); every replica sees it",
     roles=ADMIN,
-    body=obj({"name": STR, "nodes": {"type": "array"}}, ("name", "nodes")),
+    body=obj({"name": _WORKFLOW_NAME, "nodes": {"type": "array"}}, ("name", "nodes")),
     responses={
         201: "created",
         200: "replaced",
@@ -315,7 +318,7 @@ async def put_workflow(request: web.Request) -> web.Response:
     created = await engine.store.put_workflow(
         name, {"name": name, "nodes": body["nodes"]}, principal(request).name, engine.clock.now()
     )
-    return web.json_response({"name": name, "nodes": body["nodes"]}, status=201 if created else 200)
+    return json_response({"name": name, "nodes": body["nodes"]}, status=201 if created else 200)
 
 
 @routes.get(
@@ -337,7 +340,7 @@ async def list_workflows(request: web.Request) -> web.Response:
         }
         for name, wf in sorted(workflows.items())
     ]
-    return web.json_response({"workflows": out})
+    return json_response({"workflows": out})
 
 
 @routes.get(
@@ -364,4 +367,4 @@ async def ledger(request: web.Request) -> web.Response:
         }
         for r in rows
     ]
-    return web.json_response({"entries": entries})
+    return json_response({"entries": entries})

@@ -31,7 +31,8 @@ HEARTBEAT_SECONDS = 15.0
 
 def _after(request: web.Request) -> int:
     raw = request.headers.get("Last-Event-ID") or request.query.get("after") or "0"
-    return int(raw) if raw.isdigit() else 0
+    # ASCII digits that fit a journal seq: int() refuses more than 4,300 digits (a 500).
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else 0
 
 
 def event_text(event: str, data: str, event_id: int | None = None) -> bytes:

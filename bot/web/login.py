@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from urllib.parse import urlencode
+import re
+from urllib.parse import urlencode, urlsplit
 
 from aiohttp import web
 
@@ -20,7 +21,7 @@ from bot.web.context import web_context
 from bot.web.pages import page, redirect, render
 from bot.web.security import CONSOLE_ROLES, CSRF_FIELD
 from engine.config import AppConfig
-from engine.errors import SignoffError
+from engine.errors import InvalidRequest, SignoffError
 from engine.model import ApiToken, Role
 
 log = logging.getLogger(__name__)
@@ -28,13 +29,22 @@ log = logging.getLogger(__name__)
 routes = web.RouteTableDef()
 LOCAL_ADMIN = "local-admin"
 HOME = "/console"
+# Browsers drop tabs and newlines from a Location ("/\t/evil.example" is "//evil.example", another
+# host), and a CR or LF cannot be sent in a header at all: either is refused (400).
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
 
 
 def safe_next(raw: object) -> str:
-    """Where to go after signing in: a path on this server, never another site."""
-    if isinstance(raw, str) and raw.startswith("/") and not raw.startswith(("//", "/\\")):
-        return raw
-    return HOME
+    """Where to go after signing in: a path on this server, never another site. Anything else
+    (another host, ``//``, a backslash, a scheme) goes home; a control character is a 400."""
+    if not isinstance(raw, str):
+        return HOME
+    if _CONTROL.search(raw):
+        raise InvalidRequest("next: the page to return to holds a control character")
+    if not raw.startswith("/") or raw.startswith("//") or "\\" in raw:
+        return HOME
+    parts = urlsplit(raw)
+    return HOME if parts.scheme or parts.netloc else raw
 
 
 @routes.get("/console/login")

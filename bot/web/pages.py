@@ -1,5 +1,5 @@
-"""Rendering pages: one jinja2 environment with the cards' escaping rules, the security headers
-every page carries, and errors shown as pages (the REST API keeps its JSON errors).
+"""Rendering pages: one jinja2 environment with the cards' escaping rules, and errors shown as
+pages (the REST API keeps its JSON errors). Their security headers are ``bot.hygiene``'s.
 
 Escaping: ``autoescape`` is on for every template, and ``finalize`` is the cards' web finalizer
 (``cards.templating.WEB``): every interpolated value that is not already ``Markup`` goes through
@@ -43,18 +43,8 @@ ENV.filters["clock"] = lambda moment: moment.astimezone(UTC).strftime("%H:%M:%S"
 # Joins plain text (jinja2's own join would hand back Markup, skipping ``visible``).
 ENV.filters["commas"] = lambda values: ", ".join(str(v) for v in values)
 
-# Pages load nothing from elsewhere and run only our own script (the live timeline); forms post
-# only to us. no-referrer: a signed approval link in the address bar must not leak onwards.
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; "
-        "img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-    "X-Frame-Options": "DENY",
-    "Cache-Control": "no-store",
-}
+# The security headers every page carries are set in one place for every response:
+# bot.hygiene.add_headers.
 
 
 def fragment(template: str, **context: Any) -> str:
@@ -70,9 +60,7 @@ async def render(
     who = await ctx.sessions.principal(request)
     csrf = ctx.sessions.csrf_token(request)
     html = ENV.get_template(template).render(who=who, csrf_token=csrf, **context)
-    response = web.Response(
-        text=html, status=status, content_type="text/html", headers=SECURITY_HEADERS
-    )
+    response = web.Response(text=html, status=status, content_type="text/html")
     ctx.sessions.set_csrf_cookie(request, response)
     return response
 
@@ -86,7 +74,7 @@ async def message(
 
 def redirect(location: str) -> web.Response:
     """303 See Other: after a form, the browser GETs the page that shows what happened."""
-    return web.Response(status=303, headers={"Location": location, **SECURITY_HEADERS})
+    return web.Response(status=303, headers={"Location": location})
 
 
 _TITLES = {400: "Not accepted", 401: "Sign in needed", 403: "Not allowed", 404: "Not found",
