@@ -13,7 +13,6 @@ when that command is the one given (``_PLUGGED``).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
 import logging
 import os
@@ -123,6 +122,8 @@ def _engine_options() -> EngineOptions | None:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    import asyncio
+
     from engine.store.migrate import head_revision, upgrade_to_head
 
     config = _load(args.config)
@@ -144,6 +145,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"teams: {_teams_state(config)}")
     print(f"llm: {'set' if config.llm.enabled else 'unset'}")
     # Look at the database without changing it: a missing SQLite file is not created.
+    import asyncio
+
     problem, state = asyncio.run(database_state(config))
     if problem is None:
         print(f"database: ok ({state})")
@@ -175,6 +178,8 @@ def _teams_state(config: AppConfig) -> str:
 def cmd_token(args: argparse.Namespace) -> int:
     config = _load(args.config)
     require_migrated(config)
+    import asyncio  # not at the top: it alone doubled the time of signoff --help
+
     return asyncio.run(_token(config, args))
 
 

@@ -16,7 +16,6 @@ Nothing here imports the web server or a chat SDK (``signoff --help`` stays fast
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -61,6 +60,8 @@ def sqlite_file(url: str) -> str | None:
 
 async def database_state(config: AppConfig) -> tuple[str | None, str]:
     """``(problem, dialect and revision)``: ``problem`` is None when the schema is the code's."""
+    import asyncio
+
     from engine.store import Database, SqlStore
     from engine.store.migrate import head_revision
 
@@ -88,6 +89,8 @@ async def database_state(config: AppConfig) -> tuple[str | None, str]:
 def require_migrated(config: AppConfig) -> None:
     """Exit with one line unless the database is migrated (it is left as it was): 2 when it
     is not migrated, 1 when it cannot be reached."""
+    import asyncio
+
     problem, _ = asyncio.run(database_state(config))
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)

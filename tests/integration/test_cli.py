@@ -52,7 +52,7 @@ async def test_help_imports_no_chat_sdk_and_no_web_server() -> None:
         "from bot.cli import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
         "heavy = ('botbuilder', 'botframework', 'slack_bolt', 'slack_sdk', 'jinja2',"
-        " 'sqlalchemy')\n"
+        " 'sqlalchemy', 'asyncio')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m == 'aiohttp.web'),"
         " file=sys.stderr)\n"
     )
