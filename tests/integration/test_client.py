@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -167,6 +168,11 @@ async def test_the_decorator_passes_on_hold_and_a_plain_function_will_do(api, cl
         return order
 
     call = asyncio.create_task(refund("o-8"))
+
+    async def told() -> bool:
+        return bool(urls)
+
+    await wait_for(told)  # a person decides once told where: a decision before may be unseen
     request = await _decide(api, "grant", release=True)
     assert await asyncio.wait_for(call, 20) == "o-8"
     assert len(urls) == 1 and urls[0] and urls[0].endswith(f"/approvals/{request.id}")
@@ -174,10 +180,14 @@ async def test_the_decorator_passes_on_hold_and_a_plain_function_will_do(api, cl
 
 async def test_without_on_hold_a_held_call_logs_its_approval_url(api, client, caplog):
     call = asyncio.create_task(client.call("demo-ledger", "refund", {"order": "o-9"}))
-    request = await _pending_request(api)
-    await _decide(api, "grant", release=True)
+
+    async def logged() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.name == "bot.client"]
+
+    (record,) = await wait_for(logged)  # the person reads where to decide, then decides
+    request = await _decide(api, "grant", release=True)
     await asyncio.wait_for(call, 20)
-    (record,) = [r for r in caplog.records if r.name == "bot.client"]
+    assert len(await logged()) == 1
     assert record.levelname == "WARNING"
     assert f"/approvals/{request.id}" in record.getMessage()
     assert "demo-ledger.refund is waiting for a person to decide" in record.getMessage()
