@@ -12,11 +12,15 @@ BOOTSTRAP_PYTHON := $(shell command -v python3.11 2>/dev/null || command -v pyth
 
 install: $(VENV)/.installed
 
+# pip stays --quiet, so say what the silent minutes are.
 $(VENV)/.installed: pyproject.toml
+	@echo "creating $(VENV) with $(BOOTSTRAP_PYTHON)"
 	$(BOOTSTRAP_PYTHON) -m venv $(VENV)
+	@echo "installing Signoff and its dependencies into $(VENV) (first time: a few minutes)"
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $@
+	@echo "installed into $(VENV)"
 
 run: install
 	$(VENV)/bin/signoff migrate

@@ -1,37 +1,40 @@
-"""The ``signoff`` command: serve, migrate, check, token, cards.
+"""The ``signoff`` command: serve, migrate, check, token, login-link, cards, teams, demo.
 
-Configuration errors exit with status 2 and one line per problem, each naming its YAML path.
-This is the top of the program: it alone reads ``os.environ`` and hands it to the loader.
+Configuration errors exit with status 2 and one line per problem, each naming its YAML path
+(``bot.cli_checks``, shared by every command). This is the top of the program: it alone reads
+``os.environ`` and hands it to the loader.
+
+``signoff --help`` must stay quick: this module imports only what building the parser needs.
+Each command imports its own dependencies (the web server, the chat SDKs, the store) when it
+runs, and the parsers of ``cards``, ``teams`` and ``demo`` are built from their modules only
+when that command is the one given (``_PLUGGED``).
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from bot.teams.package import add_teams_parser
-from bot.web.demo import add_demo_parser
-from cards.cli import add_cards_parser
-from engine.config import AppConfig, load_config
-from engine.errors import ConfigError, SignoffError
+from bot.cli_checks import EXIT_CONFIG, database_state, load, require_migrated
+from engine.errors import SignoffError
 from engine.model import Role
-from engine.runtime import EngineOptions
 
-EXIT_CONFIG = 2
+if TYPE_CHECKING:
+    import socket
+
+    from engine.config import AppConfig
+    from engine.runtime import EngineOptions
+
 DEFAULT_CONFIG = "app.yaml"
 
 
 def _load(path: str) -> AppConfig:
-    try:
-        return load_config(path, os.environ)
-    except ConfigError as exc:
-        for problem in exc.problems:
-            print(f"config error: {problem}", file=sys.stderr)
-        raise SystemExit(EXIT_CONFIG) from None
+    return load(path)
 
 
 def _add_config(parser: argparse.ArgumentParser) -> None:
@@ -46,14 +49,17 @@ def _add_config(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    config = _load(args.config)
+    host = args.host or config.server.host
+    port = args.port or config.server.port
+    # Listen first: "serving" and the sign-in link are printed only once the port is ours.
+    sock = _listen(host, port)
+
     from aiohttp import web
 
     from bot.app import create_app
     from bot.web.login import local_admin_link
 
-    config = _load(args.config)
-    host = args.host or config.server.host
-    port = args.port or config.server.port
     app = create_app(config, _engine_options())
     print(
         f"signoff serving on http://{host}:{port} (public URL {config.server.public_url})",
@@ -63,8 +69,42 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"sign in to the console (this link works once): {login}", flush=True)
     # run_app handles SIGINT/SIGTERM: it stops accepting, lets in-flight requests finish
     # (shutdown_timeout), then runs the cleanup that stops workers at a commit point.
-    web.run_app(app, host=host, port=port, print=None, shutdown_timeout=15.0, access_log=None)
+    web.run_app(app, sock=sock, print=None, shutdown_timeout=15.0, access_log=None)
     return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``, or exit 2 with one line saying what to change."""
+    import errno
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        print(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG) from None
+    try:
+        # As asyncio's servers do: a restart may reuse a port whose old connections linger.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            why = "is already in use (another signoff serve?)"
+        else:
+            why = f"cannot be listened on ({exc.strerror or exc})"
+        print(
+            f"error: port {port} on {host} {why}: set SIGNOFF_PORT (or server.port in "
+            "app.yaml, or --port) to a free port",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_CONFIG) from None
+    sock.setblocking(False)
+    return sock
 
 
 def _engine_options() -> EngineOptions | None:
@@ -76,11 +116,14 @@ def _engine_options() -> EngineOptions | None:
     from datetime import timedelta
 
     from engine.ports import SystemClock
+    from engine.runtime import EngineOptions
 
     return EngineOptions(clock=SystemClock(timedelta(seconds=float(skew))), sync_clock=True)
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    import asyncio
+
     from engine.store.migrate import head_revision, upgrade_to_head
 
     config = _load(args.config)
@@ -94,51 +137,22 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    config = _load(args.config)
-    status = 0
+    config = _load(args.config)  # a bad file, a malformed rule included, exits 2 here
     print(f"config {args.config}: ok")
     for warning in config.warnings:
         print(f"warning: {warning}")
-    for problem in config.rule_problems:
-        print(f"policy error (fails closed at run time): {problem}")
-        status = EXIT_CONFIG
     print(f"slack: {_slack_state(config)}")
     print(f"teams: {_teams_state(config)}")
     print(f"llm: {'set' if config.llm.enabled else 'unset'}")
-    status = max(status, asyncio.run(_check_database(config)))
-    return status
+    # Look at the database without changing it: a missing SQLite file is not created.
+    import asyncio
 
-
-async def _check_database(config: AppConfig) -> int:
-    """Reach the database and report its migration state. Unreachable is an error; a schema
-    behind the code is reported (``signoff migrate`` fixes it, and ``make run`` runs it)."""
-    from sqlalchemy.engine import make_url
-
-    from engine.store import Database, SqlStore
-    from engine.store.migrate import head_revision
-
-    url = make_url(config.database.url)
-    if url.drivername.startswith("sqlite") and url.database and url.database != ":memory:":
-        if not os.path.exists(url.database):
-            print(f"database: {url.database} does not exist yet (signoff migrate creates it)")
-            return 0
-    db = Database(config.database.url)
-    try:
-        revision = await asyncio.wait_for(SqlStore(db).schema_revision(), 10)
-    except Exception as exc:
-        print(f"database: unreachable ({type(exc).__name__}: {exc})")
-        return 1
-    finally:
-        await db.dispose()
-    head = head_revision()
-    if revision != head:
-        print(
-            f"database: reachable ({db.dialect}), at revision {revision}, code expects {head}: "
-            "run signoff migrate"
-        )
+    problem, state = asyncio.run(database_state(config))
+    if problem is None:
+        print(f"database: ok ({state})")
         return 0
-    print(f"database: ok ({db.dialect}, revision {revision})")
-    return 0
+    print(f"database: {problem}")
+    return EXIT_CONFIG if problem.startswith("database not migrated") else 1
 
 
 def _slack_state(config: AppConfig) -> str:
@@ -165,6 +179,9 @@ def _teams_state(config: AppConfig) -> str:
 
 def cmd_token(args: argparse.Namespace) -> int:
     config = _load(args.config)
+    require_migrated(config)
+    import asyncio  # not at the top: it alone doubled the time of signoff --help
+
     return asyncio.run(_token(config, args))
 
 
@@ -210,10 +227,39 @@ async def _token(config: AppConfig, args: argparse.Namespace) -> int:
         await db.dispose()
 
 
+def cmd_login_link(args: argparse.Namespace) -> int:
+    """Print a fresh one-time sign-in link for the local admin, as ``signoff serve`` does at
+    start (the link printed before stops working: one link is valid at a time)."""
+    from bot.web.login import local_admin_link
+
+    config = _load(args.config)
+    if not config.database.is_sqlite:
+        print(
+            "error: one-time sign-in links are for a local install on SQLite; sign in with an "
+            "API token (signoff token create --role admin --name NAME --person PERSON)",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    if not config.admins:
+        print(
+            f"error: {config.source} has no admins: (the link signs in as the first)",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
+    require_migrated(config)
+    link = local_admin_link(config)
+    if link is None:
+        print("error: could not store a sign-in link (see the log above)", file=sys.stderr)
+        return 1
+    print(f"sign in to the console as {config.admins[0]} (this link works once): {link}")
+    return 0
+
+
 # -- the parser ----------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser for the command ``argv`` (default ``sys.argv[1:]``) names."""
     parser = argparse.ArgumentParser(
         prog="signoff", description="Human approval for AI agents and workflows."
     )
@@ -251,10 +297,32 @@ def build_parser() -> argparse.ArgumentParser:
     revoke.add_argument("name")
     token.set_defaults(func=cmd_token)
 
-    add_cards_parser(sub)
-    add_teams_parser(sub)
-    add_demo_parser(sub)
+    login = sub.add_parser(
+        "login-link", help="print a fresh one-time sign-in link for the local admin"
+    )
+    _add_config(login)
+    login.set_defaults(func=cmd_login_link)
+
+    chosen = next((a for a in (sys.argv[1:] if argv is None else argv) if a[:1] != "-"), None)
+    for name, (summary, module, register) in _PLUGGED.items():
+        if name == chosen:
+            getattr(importlib.import_module(module), register)(sub)
+        else:
+            sub.add_parser(name, help=summary)  # only listed: its own parser is not needed
     return parser
+
+
+# Commands whose modules import a lot (jinja2, botbuilder, the web app): their parsers are built
+# from their modules only when they are the command given. name -> (help, module, function).
+_PLUGGED = {
+    "cards": ("approval cards", "cards.cli", "add_cards_parser"),
+    "teams": ("Microsoft Teams", "bot.teams.package", "add_teams_parser"),
+    "demo": (
+        "start a run of the refund-demo workflow and print its approval link",
+        "bot.web.demo",
+        "add_demo_parser",
+    ),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -262,7 +330,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=os.environ.get("SIGNOFF_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    args = build_parser().parse_args(argv)
+    # Alembic logs one line per plugin it sets up at import, on every command that migrates.
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    args = build_parser(argv).parse_args(argv)
     result: int = args.func(args)
     return result
 

@@ -5,12 +5,21 @@
     signoff = SignoffClient("https://signoff.example.com", token="so_...")
     result = await signoff.call("mailer", "send", {"to": ["a@example.com"], "subject": "Hi"})
 
-    @requires_approval(connector="payments", action="refund", client=signoff)
-    async def refund(order: str, amount: float) -> str: ...   # runs only once approved
+    @requires_approval(connector="demo-ledger", action="refund", client=signoff)
+    async def refund(order: str, amount: float) -> str: ...   # runs once allowed or approved
 
 ``call`` posts ``/v1/calls`` and, while the call is held or running, long-polls
 ``GET /v1/calls/{executionId}?wait=...`` until the outcome; it returns the connector's result or
-raises. ``requires_approval`` sends the function's arguments as a call in ``approve_only`` mode:
+raises. A held call is never silent: it tells the caller where a person decides, once, by
+calling ``on_hold(Hold)`` (a plain or async function, given to the client or to one call), or,
+without one, by logging the approval URL as a warning of the ``bot.client`` logger::
+
+    def tell(hold: Hold) -> None:
+        print(f"{hold.connector}.{hold.action} waits for a decision: {hold.approval_url}")
+
+    signoff = SignoffClient(url, token, on_hold=tell)
+
+``requires_approval`` sends the function's arguments as a call in ``approve_only`` mode:
 the server records the decision and calls nothing, and the function runs here, once approved.
 
 The errors, one tree:
@@ -31,7 +40,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 import aiohttp
@@ -43,6 +54,8 @@ __all__ = [
     "CallBlocked",
     "CallFailed",
     "CallStillPending",
+    "Hold",
+    "OnHold",
     "SignoffClient",
     "SignoffClientError",
     "requires_approval",
@@ -53,6 +66,22 @@ R = TypeVar("R")
 
 _POLL_SECONDS = 30  # each long poll; the server allows up to 60
 _OPEN = ("pending_approval", "running")
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """A call held for a person's decision, and where they make it."""
+
+    connector: str
+    action: str
+    execution_id: str
+    approval_url: str | None  # the page where an approver decides
+    summary: str | None  # what the approval card says the call does
+    expires_at: str | None  # ISO 8601: the call expires undecided then
+
+
+OnHold = Callable[[Hold], Awaitable[None] | None]
 
 
 class SignoffClientError(Exception):
@@ -101,13 +130,20 @@ class ApiError(SignoffClientError):
 class SignoffClient:
     """Talks to one Signoff server with one agent token. Pass ``session`` to share an
     ``aiohttp.ClientSession``; otherwise one is opened on first use (``close`` it, or use
-    ``async with``)."""
+    ``async with``). ``on_hold`` is told where to decide each held call (default: a logged
+    warning with the approval URL)."""
 
     def __init__(
-        self, base_url: str, token: str, *, session: aiohttp.ClientSession | None = None
+        self,
+        base_url: str,
+        token: str,
+        *,
+        session: aiohttp.ClientSession | None = None,
+        on_hold: OnHold | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.token = token
+        self.on_hold = on_hold
         self._session = session
         self._own_session = session is None
 
@@ -136,10 +172,12 @@ class SignoffClient:
         idempotency_key: str | None = None,
         approve_only: bool = False,
         wait_seconds: float | None = None,
+        on_hold: OnHold | None = None,
     ) -> Any:
         """Make the call and wait for its outcome: the connector's result (``None`` for an
         ``approve_only`` call once approved). ``wait_seconds`` bounds the whole wait (None:
-        until the server reports an outcome; an undecided call expires on its own)."""
+        until the server reports an outcome; an undecided call expires on its own).
+        ``on_hold`` (default: the client's) is told once if the call is held."""
         body: dict[str, Any] = {"connector": connector, "action": action, "args": args or {}}
         optional = {
             "account": account,
@@ -160,8 +198,12 @@ class SignoffClient:
             raise CallBlocked(answer.get("rule"), answer.get("message") or "blocked")
         if status not in (200, 202, 502):
             _raise_api_error(status, answer)
+        told = False
         while answer.get("status") in _OPEN:
             execution_id = str(answer["executionId"])
+            if answer.get("status") == "pending_approval" and not told:
+                told = True
+                await _tell(_hold(connector, action, answer), on_hold or self.on_hold)
             if deadline is not None and loop.time() >= deadline:
                 raise CallStillPending(execution_id)
             wait = _poll_seconds(deadline, loop.time())
@@ -202,6 +244,36 @@ class SignoffClient:
             return resp.status, answer
 
 
+def _hold(connector: str, action: str, answer: dict[str, Any]) -> Hold:
+    def text(key: str) -> str | None:
+        value = answer.get(key)
+        return value if isinstance(value, str) else None
+
+    return Hold(
+        connector,
+        action,
+        str(answer["executionId"]),
+        text("approvalUrl"),
+        text("approvalSummary"),
+        text("expiresAt"),
+    )
+
+
+async def _tell(hold: Hold, on_hold: OnHold | None) -> None:
+    if on_hold is None:
+        log.warning(
+            "%s.%s is waiting for a person to decide: %s (expires %s)",
+            hold.connector,
+            hold.action,
+            hold.approval_url or f"call {hold.execution_id}",
+            hold.expires_at or "when approvals.ttl says",
+        )
+        return
+    told = on_hold(hold)
+    if inspect.isawaitable(told):
+        await told
+
+
 def _poll_seconds(deadline: float | None, now: float) -> int:
     if deadline is None:
         return _POLL_SECONDS
@@ -235,11 +307,13 @@ def requires_approval(
     reason: str | None = None,
     account: str | None = None,
     wait_seconds: float | None = None,
+    on_hold: OnHold | None = None,
 ) -> Callable[[Callable[P, Awaitable[R]]], Callable[P, Awaitable[R]]]:
     """Turn an async function into a held call: each call sends the function's arguments (by
     parameter name; they must be JSON values) as ``connector.action`` in ``approve_only`` mode.
     The policy decides as for any call; once it allows (or a person approves) the function runs
-    here; a block, denial or expiry raises and the function does not run."""
+    here; a block, denial or expiry raises and the function does not run. ``on_hold``
+    (default: the client's) is told where to decide while it is held."""
 
     def decorate(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
         signature = inspect.signature(fn)
@@ -255,6 +329,7 @@ def requires_approval(
                 reason=reason,
                 account=account,
                 wait_seconds=wait_seconds,
+                on_hold=on_hold,
             )
             return await fn(*args, **kwargs)
 

@@ -81,8 +81,11 @@ def add_demo_parser(subparsers: Any) -> None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from bot.cli import _load
+    from bot.cli_checks import require_migrated
 
-    return asyncio.run(run_demo(_load(args.config), timeout=args.timeout, out=sys.stdout))
+    config = _load(args.config)
+    require_migrated(config)
+    return asyncio.run(run_demo(config, timeout=args.timeout, out=sys.stdout))
 
 
 async def run_demo(

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import socket
 import sqlite3
+import sys
+from asyncio.subprocess import PIPE
 from pathlib import Path
 
 import pytest
@@ -19,8 +23,12 @@ COMMANDS = [
     ("token", "create"),
     ("token", "list"),
     ("token", "revoke"),
+    ("login-link",),
     ("cards",),
     ("cards", "render"),
+    ("teams",),
+    ("teams", "package"),
+    ("demo",),
 ]
 
 
@@ -37,13 +45,72 @@ def write_config(tmp_path: Path, body: str = "") -> Path:
     return config
 
 
-async def test_check_on_the_default_app_yaml_exits_0(tmp_path: Path) -> None:
+async def test_help_imports_no_chat_sdk_and_no_web_server() -> None:
+    """``signoff --help`` builds the parser only: botbuilder alone took 6 s to import."""
+    probe = (
+        "import sys\n"
+        "from bot.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = ('botbuilder', 'botframework', 'slack_bolt', 'slack_sdk', 'jinja2',"
+        " 'sqlalchemy', 'asyncio')\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m == 'aiohttp.web'),"
+        " file=sys.stderr)\n"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", probe, cwd=ROOT, env=child_env(), stdout=PIPE, stderr=PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    assert "usage: signoff" in out.decode()
+    assert err.decode().strip() == "[]"
+
+
+async def test_check_on_the_default_app_yaml_and_a_fresh_database_exits_2(
+    tmp_path: Path,
+) -> None:
     env = child_env(SIGNOFF_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path}/fresh.db")
     code, out, err = await run_cli("check", "--config", str(ROOT / "app.yaml"), env=env)
-    assert code == 0, out + err
+    assert code == 2, out + err
     assert "config" in out and "ok" in out
     assert "slack: unset" in out and "teams: unset" in out
+    assert "database not migrated: run `signoff migrate`" in out
     assert not (tmp_path / "fresh.db").exists()  # check looks; it does not create
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("token", "create", "--role", "agent", "--name", "a"),
+        ("token", "list"),
+        ("token", "revoke", "a"),
+        ("demo", "--timeout", "1"),
+        ("login-link",),
+    ],
+    ids=lambda c: " ".join(c[:2]),
+)
+async def test_commands_on_an_unmigrated_database_say_so_and_create_nothing(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    env = child_env(SIGNOFF_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path}/fresh.db")
+    code, out, err = await run_cli(*command, "--config", str(ROOT / "app.yaml"), env=env)
+    assert code == 2, out + err
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith("error: database not migrated: run `signoff migrate`")
+    ), err
+    assert "Traceback" not in err
+    assert not (tmp_path / "fresh.db").exists()
+
+
+async def test_commands_on_a_database_file_never_migrated_say_so(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    with sqlite3.connect(tmp_path / "s.db") as db:  # a file, but no migration
+        db.execute("CREATE TABLE api_tokens (name TEXT)")
+    code, _, err = await run_cli("token", "list", "--config", str(config))
+    assert code == 2 and "database not migrated: run `signoff migrate`" in err, err
+    code, out, _ = await run_cli("check", "--config", str(config))
+    assert code == 2 and "database not migrated" in out
 
 
 async def test_check_after_migrate_reports_the_revision(tmp_path: Path) -> None:
@@ -81,6 +148,35 @@ async def test_broken_configs_exit_2_naming_the_yaml_path(
         assert code == 2, (command, out, err)
         assert expected in err, err
         assert not (tmp_path / "s.db").exists()  # nothing touched the database
+
+
+async def test_a_malformed_policy_rule_stops_check_migrate_and_serve(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "policies:\n  - {decision: blok, connector: mailer}\n")
+    for command in ("check", "migrate", "serve"):
+        code, out, err = await run_cli(command, "--config", str(config))
+        assert code == 2, (command, out, err)
+        assert (
+            'config error: policies[0].decision: must be allow, ask or block, got string "blok"'
+            in err
+        ), (command, err)
+        assert "serving" not in out
+        assert not (tmp_path / "s.db").exists()
+
+
+async def test_serve_on_a_taken_port_says_so_in_one_line(tmp_path: Path) -> None:
+    config = write_config(tmp_path, "people: {alice: {email: a@example.com}}\nadmins: [alice]\n")
+    assert (await run_cli("migrate", "--config", str(config)))[0] == 0
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, out, err = await run_cli("serve", "--config", str(config), "--port", str(port))
+    assert code == 2, out + err
+    assert out == ""  # neither "serving" nor a sign-in link
+    (line,) = err.strip().splitlines()
+    assert f"port {port} on 127.0.0.1 is already in use" in line and "SIGNOFF_PORT" in line
+    with sqlite3.connect(tmp_path / "s.db") as db:  # no sign-in token was made either
+        assert db.execute("SELECT count(*) FROM api_tokens").fetchone() == (0,)
 
 
 async def test_token_create_prints_the_token_once_and_stores_only_its_hash(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -13,6 +14,7 @@ from bot.client import (
     CallBlocked,
     CallFailed,
     CallStillPending,
+    Hold,
     SignoffClient,
     requires_approval,
 )
@@ -130,3 +132,62 @@ async def test_decorator_on_an_allowed_action_runs_at_once(client):
         return order.upper()
 
     assert await lookup(order="o-6") == "O-6"
+
+
+async def test_a_held_call_tells_on_hold_where_to_decide_once(api, client):
+    holds: list[Hold] = []
+
+    async def on_hold(hold: Hold) -> None:
+        assert await api.engine.store.list_takeovers(statuses=[TakeoverStatus.PENDING])
+        holds.append(hold)
+
+    call = asyncio.create_task(
+        client.call("demo-ledger", "refund", {"order": "o-7"}, on_hold=on_hold, wait_seconds=1)
+    )
+    with pytest.raises(CallStillPending):  # told, then polled until wait_seconds ran out
+        await asyncio.wait_for(call, 20)
+    (hold,) = holds
+    request = await _pending_request(api)
+    assert (hold.connector, hold.action) == ("demo-ledger", "refund")
+    assert hold.approval_url is not None and hold.approval_url.endswith(f"/approvals/{request.id}")
+    assert hold.expires_at and hold.summary
+    status = await client.status(hold.execution_id)
+    assert status["approvalUrl"] == hold.approval_url
+
+
+async def test_the_decorator_passes_on_hold_and_a_plain_function_will_do(api, client):
+    urls: list[str | None] = []
+
+    @requires_approval(
+        connector="demo-ledger",
+        action="refund",
+        client=client,
+        on_hold=lambda hold: urls.append(hold.approval_url),
+    )
+    async def refund(order: str) -> str:
+        return order
+
+    call = asyncio.create_task(refund("o-8"))
+
+    async def told() -> bool:
+        return bool(urls)
+
+    await wait_for(told)  # a person decides once told where: a decision before may be unseen
+    request = await _decide(api, "grant", release=True)
+    assert await asyncio.wait_for(call, 20) == "o-8"
+    assert len(urls) == 1 and urls[0] and urls[0].endswith(f"/approvals/{request.id}")
+
+
+async def test_without_on_hold_a_held_call_logs_its_approval_url(api, client, caplog):
+    call = asyncio.create_task(client.call("demo-ledger", "refund", {"order": "o-9"}))
+
+    async def logged() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.name == "bot.client"]
+
+    (record,) = await wait_for(logged)  # the person reads where to decide, then decides
+    request = await _decide(api, "grant", release=True)
+    await asyncio.wait_for(call, 20)
+    assert len(await logged()) == 1
+    assert record.levelname == "WARNING"
+    assert f"/approvals/{request.id}" in record.getMessage()
+    assert "demo-ledger.refund is waiting for a person to decide" in record.getMessage()

@@ -1,0 +1,97 @@
+"""What the ``signoff`` commands check before they act: one loader for ``app.yaml`` and one look
+at the database's migration, so that ``check``, ``migrate``, ``serve`` and the rest refuse the
+same problems in the same words.
+
+* ``load`` reads the file; every problem, a malformed policy rule included (``decision: blok``),
+  is one ``config error:`` line naming its YAML path, and the command exits 2. The loader keeps a
+  malformed rule (the policy engine fails closed on it); the commands refuse to start with one.
+* ``database_problem`` says why the database is not ready for the code (never migrated, behind,
+  or unreachable) without changing it: a SQLite file that does not exist is not created.
+  ``require_migrated`` turns that into one line and exit 2 for the commands that use the
+  database (``token``, ``demo``, ``login-link``). ``serve`` does not: a replica may start before
+  ``signoff migrate`` ran, alive but not ready (``/readyz`` says why).
+
+Nothing here imports the web server or a chat SDK (``signoff --help`` stays fast).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from engine.errors import ConfigError
+
+if TYPE_CHECKING:
+    from engine.config import AppConfig
+
+EXIT_CONFIG = 2
+NOT_MIGRATED = "database not migrated: run `signoff migrate`"
+
+
+def load(path: str) -> AppConfig:
+    """The configuration at ``path``, or exit 2 with one line per problem."""
+    from engine.config import load_config
+
+    try:
+        config = load_config(path, os.environ)
+    except ConfigError as exc:
+        _refuse(exc.problems)
+    if config.rule_problems:
+        _refuse(config.rule_problems)
+    return config
+
+
+def _refuse(problems: tuple[str, ...] | list[str]) -> None:
+    for problem in problems:
+        print(f"config error: {problem}", file=sys.stderr)
+    raise SystemExit(EXIT_CONFIG)
+
+
+def sqlite_file(url: str) -> str | None:
+    """The file of a SQLite URL (None: not SQLite, or an in-memory database)."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
+        return None
+    return parsed.database
+
+
+async def database_state(config: AppConfig) -> tuple[str | None, str]:
+    """``(problem, dialect and revision)``: ``problem`` is None when the schema is the code's."""
+    import asyncio
+
+    from engine.store import Database, SqlStore
+    from engine.store.migrate import head_revision
+
+    path = sqlite_file(config.database.url)
+    if path is not None and not os.path.exists(path):
+        return f"{NOT_MIGRATED} ({path} does not exist yet)", "sqlite"
+    db = Database(config.database.url)
+    try:
+        revision = await asyncio.wait_for(SqlStore(db).schema_revision(), 10)
+    except Exception as exc:
+        return f"database unreachable ({type(exc).__name__}: {exc})", db.dialect
+    finally:
+        await db.dispose()
+    head = head_revision()
+    if revision is None:
+        return NOT_MIGRATED, db.dialect
+    if revision != head:
+        return (
+            f"{NOT_MIGRATED} (it is at revision {revision}, this version needs {head})",
+            db.dialect,
+        )
+    return None, f"{db.dialect}, revision {revision}"
+
+
+def require_migrated(config: AppConfig) -> None:
+    """Exit with one line unless the database is migrated (it is left as it was): 2 when it
+    is not migrated, 1 when it cannot be reached."""
+    import asyncio
+
+    problem, _ = asyncio.run(database_state(config))
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG if problem.startswith(NOT_MIGRATED) else 1)

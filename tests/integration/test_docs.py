@@ -1,0 +1,232 @@
+"""Every code block of README.md and docs/*.md that is meant to run runs, against a real
+``signoff serve`` of the repository's ``app.yaml`` on a fresh SQLite file.
+
+Which blocks run is said by the fence's info string:
+
+* ```` ```sh ````, ```` ```bash ```` and ```` ```python ```` blocks are meant to run. Each runs
+  as its own process in an empty directory: shell blocks with ``bash -euo pipefail`` and the
+  virtualenv's ``bin`` first on ``PATH`` (so ``signoff`` is the CLI under test), Python blocks
+  with this interpreter.
+* Any other info string (``text``, ``yaml``, ``json`` ...) marks an illustration: output, a
+  fragment of ``app.yaml``, chat messages. It is not run. A fence with no info string fails the
+  test: say which it is.
+* A runnable block preceded by ``<!-- docs: not run (reason) -->`` is left out, and the reason
+  is required: ``make run`` / ``make test`` (the commands these tests run under), a process that
+  runs until stopped, a line to fill in with your own credentials.
+
+The blocks see what the docs tell a reader to set up: ``SIGNOFF_URL`` (the served instance),
+``SIGNOFF_AGENT_TOKEN`` (an agent token), ``SIGNOFF_CONFIG`` (the served ``app.yaml``, with the
+database, port and ``MAILER_URL`` set in the environment), ``MAILER_URL`` (a local receiver
+that answers like a mail service and records what it was sent) and ``TEAMS_APP_ID``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from tests.support.process import ROOT, Server, call, child_env, free_port, run_cli
+
+RUNNABLE = {"sh": "bash", "bash": "bash", "python": "python"}
+FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<info>[^`\s]*)[^`]*$")
+NOT_RUN = re.compile(r"^\s*<!-- docs: not run \((?P<reason>[^)]+)\) -->\s*$")
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+@dataclass(frozen=True)
+class Block:
+    path: Path
+    line: int  # of the opening fence, 1-based
+    info: str
+    code: str
+    not_run: str | None  # the reason given in a "docs: not run" marker
+
+    @property
+    def name(self) -> str:
+        return f"{self.path.relative_to(ROOT)}:{self.line}"
+
+
+def blocks(path: Path) -> list[Block]:
+    """Every fenced block of ``path``, dedented by its fence's indentation."""
+    lines = path.read_text().splitlines()
+    found: list[Block] = []
+    i = 0
+    while i < len(lines):
+        opened = FENCE.match(lines[i])
+        if opened is None:
+            i += 1
+            continue
+        indent, start = len(opened["indent"]), i
+        i += 1
+        body: list[str] = []
+        while i < len(lines) and lines[i].strip() != "```":
+            body.append(lines[i][indent:] if lines[i][:indent].strip() == "" else lines[i])
+            i += 1
+        previous = next((ln for ln in reversed(lines[:start]) if ln.strip()), "")
+        marker = NOT_RUN.match(previous)
+        found.append(
+            Block(
+                path,
+                start + 1,
+                opened["info"],
+                "\n".join(body) + "\n",
+                marker["reason"] if marker else None,
+            )
+        )
+        i += 1
+    return found
+
+
+ALL = [block for path in DOCS for block in blocks(path)]
+TO_RUN = [b for b in ALL if b.info in RUNNABLE and b.not_run is None]
+
+
+def test_every_block_says_whether_it_runs() -> None:
+    unmarked = [b.name for b in ALL if not b.info]
+    assert not unmarked, f"fences without an info string (```text for illustrations): {unmarked}"
+    assert TO_RUN, "no runnable blocks found"
+    assert [b.name for b in ALL if b.not_run is not None and b.info not in RUNNABLE] == []
+    skipped = {b.name: b.not_run for b in ALL if b.not_run is not None}
+    assert all(reason.strip() for reason in skipped.values())
+
+
+@dataclass
+class Served:
+    """The environment the blocks run with, and what the stand-in mail service was sent."""
+
+    env: dict[str, str]
+    mails: list[dict[str, Any]]
+    base: str
+    approver: str  # bob's token: bob is in finance, who decide the held calls
+
+
+@pytest.fixture
+async def served(tmp_path: Path) -> AsyncIterator[Served]:
+    """The repository's app.yaml served on a fresh SQLite file, with a mailer to post to."""
+    sent: list[dict[str, Any]] = []
+
+    async def send(request: web.Request) -> web.Response:
+        sent.append(await request.json())
+        return web.json_response({"id": f"m-{len(sent)}", "queued": True})
+
+    app = web.Application()
+    app.router.add_post("/send", send)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    mail_port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", mail_port).start()
+    port = free_port()
+    server_env = {
+        "SIGNOFF_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/signoff.db",
+        "SIGNOFF_PORT": str(port),
+        "MAILER_URL": f"http://127.0.0.1:{mail_port}",
+    }
+    config = str(ROOT / "app.yaml")
+    code, _, err = await run_cli("migrate", "--config", config, env=child_env(**server_env))
+    assert code == 0, err
+    code, out, err = await run_cli(
+        "token",
+        "create",
+        "--role",
+        "agent",
+        "--name",
+        "docs-agent",
+        "--config",
+        config,
+        env=child_env(**server_env),
+    )
+    assert code == 0, err
+    agent = out.strip().splitlines()[-1]
+    code, out, err = await run_cli(
+        "token",
+        "create",
+        "--role",
+        "approver",
+        "--name",
+        "docs-bob",
+        "--person",
+        "bob",
+        "--config",
+        config,
+        env=child_env(**server_env),
+    )
+    assert code == 0, err
+    server = Server(Path(config), port, tmp_path / "server.log", env=server_env)
+    await server.start()
+    try:
+        bin_dir = str(Path(sys.executable).parent)
+        env = child_env(
+            **server_env,
+            SIGNOFF_CONFIG=config,
+            SIGNOFF_URL=f"http://127.0.0.1:{port}",
+            SIGNOFF_AGENT_TOKEN=agent,
+            TEAMS_APP_ID="5d2f1e0a-3b4c-4d5e-8f90-a1b2c3d4e5f6",
+            PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
+        )
+        yield Served(env, sent, server.base, out.strip().splitlines()[-1])
+    finally:
+        await server.stop()
+        await runner.cleanup()
+        log = (tmp_path / "server.log").read_text()
+        assert "Traceback" not in log, log
+
+
+@pytest.mark.parametrize("block", TO_RUN, ids=lambda b: b.name)
+async def test_the_block_runs(block: Block, served: Served, tmp_path: Path) -> None:
+    script = tmp_path / ("block.py" if RUNNABLE[block.info] == "python" else "block.sh")
+    script.write_text(block.code)
+    command = (
+        [sys.executable, str(script)]
+        if RUNNABLE[block.info] == "python"
+        else ["bash", "-euo", "pipefail", str(script)]
+    )
+    work = tmp_path / "cwd"
+    work.mkdir()
+    approving = asyncio.create_task(approve_whatever_waits(served))
+    proc = await asyncio.create_subprocess_exec(
+        *command,
+        cwd=work,
+        env=served.env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    try:
+        out, _ = await asyncio.wait_for(proc.communicate(), 120)
+    finally:
+        approving.cancel()
+    assert proc.returncode == 0, f"{block.name} failed:\n{block.code}\n--- output\n{out.decode()}"
+    if '"mailer", "send"' in block.code:  # the client snippets really reached the mailer
+        assert served.mails, "the mailer received nothing"
+
+
+async def approve_whatever_waits(served: Served) -> None:
+    """Bob, a person in finance, approves every request that waits (a held call in a block
+    waits for a person, as it would for the reader)."""
+    async with aiohttp.ClientSession() as http:
+        while True:
+            _, waiting = await call(
+                http, "GET", f"{served.base}/v1/runs?status=waiting", served.approver
+            )
+            for run in waiting["runs"]:
+                url = f"{served.base}/v1/runs/{run['id']}/takeover"
+                _, found = await call(http, "GET", url, served.approver)
+                for request in found["requests"]:
+                    if request["status"] == "pending":
+                        await call(
+                            http,
+                            "POST",
+                            f"{url}/{request['id']}/grant",
+                            served.approver,
+                            {"release": True},
+                        )
+            await asyncio.sleep(0.2)
