@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -19,7 +19,6 @@ from engine.model import (
     Run,
     RunStatus,
     TakeoverRequest,
-    TakeoverStatus,
 )
 from engine.store import tables as t
 from engine.store.base import (
@@ -37,12 +36,12 @@ from engine.store.base import (
     read_for_worker,
     read_run_and_journal,
     run_from_row,
-    takeover_from_row,
     takeover_values,
 )
 from engine.store.db import mark_ready
 from engine.store.fast import Fast
 from engine.store.tables import UTCDateTime
+from engine.store.takeovers import OutboxFor, cancel_unreached
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +289,7 @@ class RunStore(StoreBase):
                 _wake_parent(conn, parent_id, parent_event, now)
             closed: list[TakeoverRequest] = []
             if finish is not None and (open_requests or (expect is not None and first != expect)):
-                closed = _cancel_unreached(conn, run_id, now)
+                closed = cancel_unreached(conn, run_id, now)
             more = [m for r in closed for m in unreached(r)] if unreached is not None else []
             insert_outbox(conn, self, [*outbox, *more], now)
             return first
@@ -382,37 +381,6 @@ class RunStore(StoreBase):
             return True
 
         return await self.db.transact(work)
-
-
-OutboxFor = Callable[[TakeoverRequest], Sequence[OutboxMessage]]
-UNREACHED_NOTE = "the run ended before it reached this step"
-
-
-def _cancel_unreached(conn: Connection, run_id: str, now: datetime) -> list[TakeoverRequest]:
-    """Cancel the open requests of a run that has just ended (journaled after its end)."""
-    tr = t.takeover_requests
-    rows = list(
-        conn.execute(
-            update(tr)
-            .where(
-                tr.c.run_id == run_id,
-                tr.c.status.in_([TakeoverStatus.PENDING.value, TakeoverStatus.GRANTED.value]),
-            )
-            .values(status=TakeoverStatus.CANCELLED.value, decided_at=now, notes=UNREACHED_NOTE)
-            .returning(tr)
-        ).mappings()
-    )
-    if rows:
-        events = [
-            NewEvent(
-                JournalEvent.TAKEOVER_CANCELLED,
-                r["step_id"],
-                {"requestId": r["id"], "notes": UNREACHED_NOTE},
-            )
-            for r in rows
-        ]
-        append_journal(conn, run_id, events, now, guard=Guard.EXISTS)
-    return [takeover_from_row(r) for r in rows]
 
 
 def _fence(owner: str) -> list[Any]:

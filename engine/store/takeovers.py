@@ -185,3 +185,33 @@ def load_takeover(conn: Connection, request_id: str) -> TakeoverRequest:
     if row is None:
         raise NotFound(f"takeover request {request_id} not found", request_id=request_id)
     return with_votes(conn, row)
+
+
+UNREACHED_NOTE = "the run ended before it reached this step"
+
+
+def cancel_unreached(conn: Connection, run_id: str, now: datetime) -> list[TakeoverRequest]:
+    """Cancel the open requests of a run that has just ended (journaled after its end)."""
+    tr = t.takeover_requests
+    rows = list(
+        conn.execute(
+            update(tr)
+            .where(
+                tr.c.run_id == run_id,
+                tr.c.status.in_([TakeoverStatus.PENDING.value, TakeoverStatus.GRANTED.value]),
+            )
+            .values(status=TakeoverStatus.CANCELLED.value, decided_at=now, notes=UNREACHED_NOTE)
+            .returning(tr)
+        ).mappings()
+    )
+    if rows:
+        events = [
+            NewEvent(
+                JournalEvent.TAKEOVER_CANCELLED,
+                r["step_id"],
+                {"requestId": r["id"], "notes": UNREACHED_NOTE},
+            )
+            for r in rows
+        ]
+        append_journal(conn, run_id, events, now, guard=Guard.EXISTS)
+    return [takeover_from_row(r) for r in rows]
