@@ -182,12 +182,12 @@ async def test_fifty_releases_one_wins(api: Api) -> None:
         "POST", f"/v1/runs/{run_id}/takeover/{request_id}/grant", as_=RACERS[0], json={}
     )
     assert status == 200 and body["status"] == "granted"
-    results = await asyncio.gather(
-        *(
-            api.call("POST", f"/v1/runs/{run_id}/takeover/{request_id}/release", as_=who)
-            for who in RACERS
-        )
-    )
+    release = f"/v1/runs/{run_id}/takeover/{request_id}/release"
+    # Only the person who took it over (or an admin) releases: another approver is refused.
+    status, body = await api.call("POST", release, as_=RACERS[1])
+    assert status == 403 and "only they or an admin" in body["message"], body
+    # The taker's fifty releases at once (double clicks, retries, tabs): one wins.
+    results = await asyncio.gather(*(api.call("POST", release, as_=RACERS[0]) for _ in RACERS))
     assert sorted(status for status, _ in results) == [200] + [409] * 49, results
     assert {body["error"] for status, body in results if status == 409} == {"invalid_transition"}
     assert await wait_status(api.engine, run_id, RunStatus.COMPLETED) == RunStatus.COMPLETED
