@@ -6,25 +6,28 @@ A request that names no approvers may be decided by any approver, so it stays in
 approver's queue. Every kind of request is in it: approval nodes, gate diversions, held calls
 (``POST /v1/calls``) and manual takeovers share one table.
 
-The cursor is opaque to callers: the ``(created_at, id)`` of the last request of a page,
-base64url-encoded; the next page starts after it.
+The cursor is the ``(created_at, id)`` of the last request of a page, written
+``<microseconds since 1970>.<id>`` (``CURSOR_PATTERN``); the next page starts after it. Any
+cursor of that shape is a position in the queue, so the API's schema says exactly which
+cursors it takes: one not given by a page merely starts somewhere else.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
+import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from engine.errors import InvalidRequest
-from engine.json_input import parse_json
 from engine.model import Run, TakeoverKind, TakeoverRequest, TakeoverStatus
 from engine.store import SqlStore
 from engine.store.queue import QueueQuery
 
 MAX_PAGE = 200
+# A position: microseconds since 1970 (16 digits reach the year 2286) and a request id.
+CURSOR_PATTERN = r"^[0-9]{1,16}\.[A-Za-z0-9_:-]{1,200}$"
+CURSOR_RE = re.compile(CURSOR_PATTERN)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DEFAULT_PAGE = 50
 
 
@@ -95,19 +98,15 @@ async def approval_queue(
 
 
 def _cursor(request: TakeoverRequest) -> str:
-    raw = json.dumps([request.created_at.isoformat(), request.id], separators=(",", ":"))
-    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+    since = request.created_at - _EPOCH
+    micros = (since.days * 86_400 + since.seconds) * 1_000_000 + since.microseconds
+    return f"{micros}.{request.id}"
 
 
 def _read_cursor(cursor: str) -> tuple[datetime, str]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        at, request_id = parse_json(raw, "cursor")
-        when = datetime.fromisoformat(at)
-        if not isinstance(request_id, str) or when.tzinfo is None:
-            raise ValueError("not a cursor")
-    except (binascii.Error, ValueError, TypeError, InvalidRequest):
+    if CURSOR_RE.fullmatch(cursor) is None:
         raise InvalidRequest(
             "cursor: not a cursor this queue gave (pass a page's nextCursor as it is)"
-        ) from None
-    return when, request_id
+        )
+    micros, _, request_id = cursor.partition(".")
+    return _EPOCH + timedelta(microseconds=int(micros)), request_id

@@ -15,7 +15,7 @@ from bot.keys import CONFIG, ENGINE
 from engine.errors import InvalidRequest
 from engine.json_input import check_text
 from engine.model import Role, TakeoverKind, TakeoverStatus
-from engine.queue import DEFAULT_PAGE, MAX_PAGE, QueueFilter, approval_queue
+from engine.queue import CURSOR_PATTERN, DEFAULT_PAGE, MAX_PAGE, QueueFilter, approval_queue
 
 routes = RouteTable("approvals")
 E = TypeVar("E", TakeoverKind, TakeoverStatus)
@@ -37,7 +37,11 @@ QUERY = {
     "channel": _NAME,
     "kind": {"type": "string", "enum": [k.value for k in TakeoverKind]},
     "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": DEFAULT_PAGE},
-    "cursor": {"type": "string", "maxLength": 400, "description": "a page's nextCursor"},
+    "cursor": {
+        "type": "string",
+        "pattern": CURSOR_PATTERN,
+        "description": "a page's nextCursor",
+    },
 }
 
 
