@@ -94,10 +94,10 @@ BOMBS = [
 
 @pytest.mark.parametrize(("template", "says"), BOMBS)
 def test_a_bomb_stops_at_a_limit(template: str, says: str) -> None:
-    started = time.perf_counter()
+    started = time.thread_time()
     with pytest.raises(ExpressionLimit) as caught:
         evaluate({"arg": template}, CONTEXT)
-    elapsed = time.perf_counter() - started
+    elapsed = time.thread_time() - started
     assert caught.value.message.startswith("expression limit: ")
     assert says in caught.value.message
     assert template[:100] in caught.value.message  # which expression
@@ -107,11 +107,11 @@ def test_a_bomb_stops_at_a_limit(template: str, says: str) -> None:
 
 @pytest.mark.parametrize(("template", "says"), BOMBS[:3] + BOMBS[4:8])
 def test_a_reason_or_summary_stops_too(template: str, says: str) -> None:
-    started = time.perf_counter()
+    started = time.thread_time()
     assert render_text(template, CONTEXT) == template  # lenient: the text as written
     with pytest.raises(ExpressionLimit, match=r"^expression limit: "):
         render_text(template, CONTEXT, strict=True)
-    assert time.perf_counter() - started < 1.6
+    assert time.thread_time() - started < 1.6
 
 
 def test_the_same_bomb_fails_again_every_time() -> None:
@@ -119,10 +119,10 @@ def test_the_same_bomb_fails_again_every_time() -> None:
     limits, so it fails again as fast (nothing carries over from the last evaluation)."""
     template = BOMBS[2].values[0]
     for _ in range(3):
-        started = time.perf_counter()
+        started = time.thread_time()
         with pytest.raises(ExpressionLimit):
             evaluate(template, CONTEXT)
-        assert time.perf_counter() - started < 1.0
+        assert time.thread_time() - started < 1.0
     assert evaluate("{% for i in range(3) %}{{ i }}{% endfor %}", CONTEXT) == "012"
 
 
@@ -131,10 +131,10 @@ def test_the_time_limit_stops_work_the_counts_allow() -> None:
     is not within the time limit."""
     context = {"input": {"big": "x" * (limits.MAX_SIZE - 10)}}
     template = "{% for i in range(10000) %}{% set s = input.big ~ i %}{% endfor %}done"
-    started = time.perf_counter()
+    started = time.thread_time()
     with pytest.raises(ExpressionLimit, match=f"ran for more than {limits.MAX_SECONDS} s"):
         evaluate(template, context)
-    assert time.perf_counter() - started < 1.0
+    assert time.thread_time() - started < 1.0
 
 
 @pytest.mark.parametrize(
