@@ -31,33 +31,37 @@ lost:
 """
 
 
+BURST = 80
+
+
 async def outbox_rows(h, status: str | None = None) -> list:
     return await h.engine.store.outbox_messages(status=status)
 
 
-async def test_a_burst_of_300_cards_respects_the_rate_limit_and_posts_each_once(
+async def test_a_burst_of_cards_respects_the_rate_limit_and_posts_each_once(
     migrated_db_url: str,
 ) -> None:
-    # The fake allows 25 posts per second per channel; the sink is told it may post every
-    # 4 ms, so it runs into the limit and must wait out each Retry-After (1 s).
+    # The fake allows 8 posts per second per channel; the sink is told it may post every
+    # 4 ms, so it runs into the limit and must wait out each Retry-After (1 s). (At 25 per
+    # second, a loaded machine sometimes posted slower than the limit and never met it.)
     async with running_slack(
-        migrated_db_url, FLOWS, rate=25, min_interval=0.004, clock=SystemClock()
+        migrated_db_url, FLOWS, rate=8, min_interval=0.004, clock=SystemClock()
     ) as h:
         started = time.perf_counter()
         runs = await asyncio.gather(
-            *(h.engine.start_run("burst", {"n": i}, AGENT) for i in range(300))
+            *(h.engine.start_run("burst", {"n": i}, AGENT) for i in range(BURST))
         )
 
         async def all_posted() -> bool:
-            return len(h.slack.posted(BURST_CHANNEL)) >= 300
+            return len(h.slack.posted(BURST_CHANNEL)) >= BURST
 
         await wait_for(all_posted, timeout=120)
         elapsed = time.perf_counter() - started
         await asyncio.sleep(0.5)  # nothing more arrives
-        print(f"\n300 cards in {elapsed:.1f} s, {h.slack.rate_limited} answers 429")
+        print(f"\n{BURST} cards in {elapsed:.1f} s, {h.slack.rate_limited} answers 429")
 
         posted = h.slack.posted(BURST_CHANNEL)
-        assert len(posted) == 300
+        assert len(posted) == BURST
         assert h.slack.duplicates() == {}
         assert {m.dedupe for m in posted} == {
             f"card:{r.id}:slack:{BURST_CHANNEL}"
@@ -65,9 +69,9 @@ async def test_a_burst_of_300_cards_respects_the_rate_limit_and_posts_each_once(
         }
         assert h.slack.rate_limited >= 1, "the burst never reached the fake's limit"
         assert h.slack.violations == []  # nothing was sent while Slack said to wait
-        assert len({run.id for run, _ in runs}) == 300
+        assert len({run.id for run, _ in runs}) == BURST
         sent = await outbox_rows(h, "sent")
-        assert len([m for m, _, _ in sent if m.kind == "card"]) == 300
+        assert len([m for m, _, _ in sent if m.kind == "card"]) == BURST
 
 
 async def test_a_crash_after_posting_does_not_post_the_card_twice(migrated_db_url: str) -> None:
