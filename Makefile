@@ -27,8 +27,12 @@ run: install
 	$(VENV)/bin/signoff serve --config app.yaml
 
 # pytest exits 5 when it collects nothing; make fails on it like on any other non-zero status.
+# The suite waits on servers, databases and clocks more than it computes: worker processes
+# (pytest-xdist) overlap those waits. Every test has its own databases and ports, so they
+# run in any order; TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS ?= 3
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 lint: install
 	$(VENV)/bin/ruff check .
