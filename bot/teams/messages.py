@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from bot.api.views import approval_url
 from bot.teams.adapter import Outgoing
@@ -24,7 +25,11 @@ from engine.model import OutboxRecord, TakeoverRequest, TakeoverStatus
 from engine.runtime import Engine
 
 _RENDERED_MAX = 512
-_rendered: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+# Per engine: two engines in one process (tests, a replica per database) may hold requests of
+# the same id in different databases, and one must never be shown the other's card.
+_rendered: WeakKeyDictionary[Engine, OrderedDict[tuple[Any, ...], dict[str, Any]]] = (
+    WeakKeyDictionary()
+)
 
 
 async def approval_view(engine: Engine, request: TakeoverRequest) -> ApprovalView:
@@ -58,12 +63,13 @@ async def approval_card(engine: Engine, request: TakeoverRequest) -> dict[str, A
         request.released_at,
         request.notes,
     )
-    card = _rendered.get(key)
+    rendered = _rendered.setdefault(engine, OrderedDict())
+    card = rendered.get(key)
     if card is None:
         card = render_teams_card(await approval_view(engine, request))
-        _rendered[key] = card
-        while len(_rendered) > _RENDERED_MAX:
-            _rendered.popitem(last=False)
+        rendered[key] = card
+        while len(rendered) > _RENDERED_MAX:
+            rendered.popitem(last=False)
     return card
 
 

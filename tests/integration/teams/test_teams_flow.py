@@ -23,6 +23,7 @@ from teamsharness import (
 )
 
 from engine.model import RunStatus
+from engine.store.migrate import upgrade_to_head
 from tests.support.engines import wait_status
 
 
@@ -220,3 +221,19 @@ async def test_an_admins_deny_is_an_override_the_card_names(teams: Teams):
     assert (event.data["by"], event.data["override"]) == ("alice", "admin")
     await teams.connector.wait_for(lambda c: c.updates(card_id))
     assert "Denied by alice (admin override)" in texts(teams.connector.current_card(card_id))
+
+
+async def test_engines_in_one_process_never_show_each_others_cards(tmp_path):
+    """Request ids repeat across databases (sequential ids here, a replica per database in
+    one process): each engine renders its own request, not a card cached for the other's."""
+    shown = []
+    for n, amount in ((1, 111), (2, 222)):
+        url = f"sqlite+aiosqlite:///{tmp_path}/db{n}.db"
+        await upgrade_to_head(url)
+        async with running_teams(url, FLOW) as teams:
+            await subscribed(teams)
+            run_id = await start_run(teams, amount=amount)
+            await card_posted(teams, run_id)
+            shown.append(texts(teams.connector.posts(CHANNEL)[-1].card))
+    assert "Refund 111 for A-17" in shown[0]
+    assert "Refund 222 for A-17" in shown[1]
