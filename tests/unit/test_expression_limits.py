@@ -102,7 +102,9 @@ def test_a_bomb_stops_at_a_limit(template: str, says: str) -> None:
     assert says in caught.value.message
     assert template[:100] in caught.value.message  # which expression
     assert not caught.value.retryable
-    assert elapsed < 1.0, f"took {elapsed:.2f} s"
+    # CPU seconds, which a loaded machine inflates a little; compiling a long template (not
+    # counted by the limit) took 1.06 s of CPU once under load. A bomb would take minutes.
+    assert elapsed < 3.0, f"took {elapsed:.2f} s"
 
 
 @pytest.mark.parametrize(("template", "says"), BOMBS[:3] + BOMBS[4:8])
@@ -122,7 +124,7 @@ def test_the_same_bomb_fails_again_every_time() -> None:
         started = time.thread_time()
         with pytest.raises(ExpressionLimit):
             evaluate(template, CONTEXT)
-        assert time.thread_time() - started < 1.0
+        assert time.thread_time() - started < 3.0
     assert evaluate("{% for i in range(3) %}{{ i }}{% endfor %}", CONTEXT) == "012"
 
 
@@ -134,7 +136,7 @@ def test_the_time_limit_stops_work_the_counts_allow() -> None:
     started = time.thread_time()
     with pytest.raises(ExpressionLimit, match=f"ran for more than {limits.MAX_SECONDS} s"):
         evaluate(template, context)
-    assert time.thread_time() - started < 1.0
+    assert time.thread_time() - started < 3.0
 
 
 @pytest.mark.parametrize(
