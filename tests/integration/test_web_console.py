@@ -4,7 +4,6 @@ split of errors between the JSON API and the HTML pages."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from http.cookies import SimpleCookie
 
@@ -17,7 +16,15 @@ from engine.model import Role, RunStatus
 from engine.ports import ManualClock
 from tests.support.api import Api, running_api
 from tests.support.engines import AGENT, wait_status
-from tests.support.web import REFUND_DEMO, link_path, page, pending_request, sign_in, submit
+from tests.support.web import (
+    REFUND_DEMO,
+    link_path,
+    page,
+    pending_request,
+    read_events,
+    sign_in,
+    submit,
+)
 
 OTHER = """
 other:
@@ -163,14 +170,14 @@ async def test_the_run_page_streams_its_timeline_until_the_run_completes(api: Ap
 
     stream = await api.client.get(f"{run_path}/events?after=0")
     assert stream.headers["Content-Type"] == "text/event-stream"
-    seen = await _read_events(stream, until="status")
+    seen = await read_events(stream, until="status")
     assert ("status", "waiting") in seen
     labels = " ".join(data for event, data in seen if event == "item")
     assert "Step lookup completed" in labels and "Approval requested" in labels
 
     decide = await submit(api.client, link_path(api.client, request, "bob"), {"action": "grant"})
     assert decide.status == 303
-    rest = await _read_events(stream, until="end")
+    rest = await read_events(stream, until="end")
     assert ("end", "completed") in rest
     labels = " ".join(data for event, data in rest if event == "item")
     assert "Granted by bob" in labels and "Run completed" in labels
@@ -190,7 +197,7 @@ async def test_a_resumed_stream_starts_after_the_last_event_it_saw(api: Api) -> 
     stream = await api.client.get(
         f"/console/runs/{run.id}/events", headers={"Last-Event-ID": str(journal[-2].seq)}
     )
-    seen = await _read_events(stream, until="status")
+    seen = await read_events(stream, until="status")
 
     items = [data for event, data in seen if event == "item"]
     assert len(items) == 1 and f'id="seq-{journal[-1].seq}"' in items[0]
@@ -212,27 +219,3 @@ async def test_static_files_are_served(api: Api) -> None:
     assert css.status == 200 and "timeline" in await css.text()
     js = await api.client.get("/static/timeline.js")
     assert js.status == 200 and "EventSource" in await js.text()
-
-
-async def _read_events(stream, *, until: str, timeout: float = 10.0) -> list[tuple[str, str]]:
-    """SSE events as (event, data) until one named ``until`` arrived."""
-    events: list[tuple[str, str]] = []
-    event, data = "message", []
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        remaining = deadline - asyncio.get_running_loop().time()
-        line = (await asyncio.wait_for(stream.content.readline(), remaining)).decode()
-        if line in ("\n", ""):
-            if data:
-                events.append((event, "\n".join(data)))
-                if event == until:
-                    return events
-            event, data = "message", []
-            if line == "":
-                raise AssertionError(f"stream ended before {until!r}: {events}")
-            continue
-        field, _, value = line.rstrip("\n").partition(": ")
-        if field == "event":
-            event = value
-        elif field == "data":
-            data.append(value)

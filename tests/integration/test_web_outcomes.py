@@ -5,10 +5,8 @@ decision live, and every countdown and wait reads "23 h 58 min", not "1438 min".
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
@@ -16,7 +14,15 @@ from engine.model import RunStatus
 from engine.ports import ManualClock
 from tests.support.api import Api, running_api
 from tests.support.engines import AGENT, wait_status
-from tests.support.web import REFUND_DEMO, link_path, page, pending_request, sign_in, submit
+from tests.support.web import (
+    REFUND_DEMO,
+    link_path,
+    page,
+    pending_request,
+    read_events,
+    sign_in,
+    submit,
+)
 
 TIMEOUTS = """
 lenient:
@@ -119,10 +125,10 @@ async def test_the_waiting_line_and_the_badge_follow_the_decision_live(api: Api)
     last = max(e.seq for e in await api.engine.store.journal(run.id))
 
     stream = await api.client.get(f"/console/runs/{run.id}/events?after={last}")
-    await _read_events(stream, until="status")
+    await read_events(stream, until="status")
     deny = await submit(api.client, link_path(api.client, request, "bob"), {"action": "deny"})
     assert deny.status == 303
-    rest = await _read_events(stream, until="end")
+    rest = await read_events(stream, until="end")
 
     replaced = [data for event, data in rest if event == "replace"]
     waiting = [html for html in replaced if 'id="waiting"' in html]
@@ -146,26 +152,3 @@ async def test_countdowns_and_waits_read_hours_and_minutes(api: Api, clock: Manu
     clock.advance(minutes=58)
     _, queue = await page(api.client, "/console")
     assert "<td>23 h</td>" in queue and "<td>1 h</td>" in queue
-
-
-async def _read_events(stream: Any, *, until: str, timeout: float = 10.0) -> list[tuple[str, str]]:
-    events: list[tuple[str, str]] = []
-    event, data = "message", []
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        remaining = deadline - asyncio.get_running_loop().time()
-        line = (await asyncio.wait_for(stream.content.readline(), remaining)).decode()
-        if line in ("\n", ""):
-            if data:
-                events.append((event, "\n".join(data)))
-                if event == until:
-                    return events
-            event, data = "message", []
-            if line == "":
-                raise AssertionError(f"stream ended before {until!r}: {events}")
-            continue
-        field, _, value = line.rstrip("\n").partition(": ")
-        if field == "event":
-            event = value
-        elif field == "data":
-            data.append(value)

@@ -3,6 +3,7 @@ and signed links as local paths."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 import textwrap
 from collections.abc import AsyncIterator
@@ -136,3 +137,27 @@ async def running_web(
     server = TestServer(create_app(config, options), host="127.0.0.1", port=port)
     async with serving(server) as api:
         yield api
+
+
+async def read_events(stream: Any, *, until: str, timeout: float = 10.0) -> list[tuple[str, str]]:
+    """SSE events as (event, data) until one named ``until`` arrived."""
+    events: list[tuple[str, str]] = []
+    event, data = "message", []
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        remaining = deadline - asyncio.get_running_loop().time()
+        line = (await asyncio.wait_for(stream.content.readline(), remaining)).decode()
+        if line in ("\n", ""):
+            if data:
+                events.append((event, "\n".join(data)))
+                if event == until:
+                    return events
+            event, data = "message", []
+            if line == "":
+                raise AssertionError(f"stream ended before {until!r}: {events}")
+            continue
+        field, _, value = line.rstrip("\n").partition(": ")
+        if field == "event":
+            event = value
+        elif field == "data":
+            data.append(value)
