@@ -161,3 +161,8 @@ async def read_events(stream: Any, *, until: str, timeout: float = 10.0) -> list
             event = value
         elif field == "data":
             data.append(value)
+
+
+def base_url(api: Any) -> str:
+    """Where a browser finds the served app of ``api`` (a ``tests.support.api.Api``)."""
+    return str(api.client.make_url("")).rstrip("/")

@@ -14,6 +14,10 @@ from typing import Any, NoReturn
 
 import pytest
 
+from engine.ports import ManualClock
+from tests.support.api import Api
+from tests.support.web import running_web
+
 CHROMIUM = "/usr/bin/chromium"
 REQUIRE_BROWSER_VAR = "SIGNOFF_REQUIRE_BROWSER"
 FLAGS = [
@@ -48,3 +52,15 @@ async def browser() -> AsyncIterator[Any]:
             yield chromium
         finally:
             await chromium.close()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    """The engine's clock: the browser tests move time instead of waiting."""
+    return ManualClock()
+
+
+@pytest.fixture
+async def api(migrated_db_url: str, clock: ManualClock) -> AsyncIterator[Api]:
+    async with running_web(migrated_db_url, clock=clock) as api:
+        yield api

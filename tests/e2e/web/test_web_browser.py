@@ -8,11 +8,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from bot.tokens import hash_token, new_token
 from bot.web.demo import start_demo
@@ -21,26 +18,11 @@ from engine.model import Role, RunStatus, TakeoverStatus
 from engine.ports import ManualClock
 from tests.support.api import Api
 from tests.support.engines import wait_status
-from tests.support.web import link_path, pending_request, running_web
+from tests.support.web import base_url, link_path, pending_request
 
 ROOT = Path(__file__).resolve().parents[3]
 SCREENSHOT = ROOT / "docs" / "approval.png"
 TIMEOUT_MS = 15_000
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-async def api(migrated_db_url: str, clock: ManualClock) -> AsyncIterator[Api]:
-    async with running_web(migrated_db_url, clock=clock) as api:
-        yield api
-
-
-def _base(api: Api) -> str:
-    return str(api.client.make_url("")).rstrip("/")
 
 
 async def _parked(api: Api) -> Any:
@@ -60,7 +42,7 @@ async def test_demo_run_from_the_console_to_completed(api: Api, browser: Any) ->
         LOCAL_ADMIN, Role.ADMIN, "alice", hash_token(once), api.engine.clock.now()
     )
     page = await _page(browser)
-    await page.goto(f"{_base(api)}/console/login?once={once}")
+    await page.goto(f"{base_url(api)}/console/login?once={once}")
     await page.get_by_role("button", name="Sign in as the local admin").click()
     await page.wait_for_url("**/console")
     await page.get_by_role("button", name="Start demo run").click()
@@ -72,7 +54,7 @@ async def test_demo_run_from_the_console_to_completed(api: Api, browser: Any) ->
     await approval_link.wait_for()
     assert await page.locator("#run-status").inner_text() == "waiting"
     decide = await page.context.new_page()
-    await decide.goto(f"{_base(api)}{await approval_link.get_attribute('href')}")
+    await decide.goto(f"{base_url(api)}{await approval_link.get_attribute('href')}")
     assert re.search(r"Refund \d+\.\d\d EUR for A-\d+", await decide.content())
     await decide.get_by_label("Reason or notes (optional)").fill("matches the order")
     await decide.get_by_role("button", name="Approve").click()
@@ -92,7 +74,7 @@ async def test_demo_run_from_the_console_to_completed(api: Api, browser: Any) ->
 async def test_deny_with_a_reason(api: Api, browser: Any) -> None:
     request = await _parked(api)
     page = await _page(browser)
-    await page.goto(_base(api) + link_path(api.client, request, "bob"))
+    await page.goto(base_url(api) + link_path(api.client, request, "bob"))
 
     await page.get_by_label("Reason or notes (optional)").fill("customer kept the <b>item</b>")
     await page.get_by_role("button", name="Deny").click()
@@ -111,7 +93,7 @@ async def test_an_expired_link_shows_what_happened(
     clock.advance(minutes=45)
     page = await _page(browser)
 
-    response = await page.goto(_base(api) + link_path(api.client, request, "bob"))
+    response = await page.goto(base_url(api) + link_path(api.client, request, "bob"))
 
     assert response is not None and response.status == 410
     text = await page.locator("main").inner_text()
@@ -121,7 +103,7 @@ async def test_an_expired_link_shows_what_happened(
 
 async def test_a_reused_link_shows_who_decided(api: Api, browser: Any) -> None:
     request = await _parked(api)
-    link = _base(api) + link_path(api.client, request, "bob")
+    link = base_url(api) + link_path(api.client, request, "bob")
     first, second = await _page(browser), await _page(browser)
     await first.goto(link)
     await second.goto(link)  # an old tab, still showing the buttons
@@ -141,13 +123,13 @@ async def test_a_link_for_the_wrong_person(api: Api, browser: Any) -> None:
     request = await _parked(api)
     page = await _page(browser)
 
-    response = await page.goto(_base(api) + link_path(api.client, request, "dave"))
+    response = await page.goto(base_url(api) + link_path(api.client, request, "dave"))
 
     assert response is not None and response.status == 403
     assert "dave: you are not an approver for this request" in await page.content()
     assert await page.get_by_role("button", name="Approve").count() == 0
     tampered = link_path(api.client, request, "bob").replace("p=bob", "p=alice")
-    response = await page.goto(_base(api) + tampered)
+    response = await page.goto(base_url(api) + tampered)
     assert response is not None and response.status == 403
     assert "this approval link is not valid" in await page.content()
 
@@ -155,7 +137,7 @@ async def test_a_link_for_the_wrong_person(api: Api, browser: Any) -> None:
 async def test_a_form_without_its_csrf_token_is_refused(api: Api, browser: Any) -> None:
     request = await _parked(api)
     page = await _page(browser)
-    await page.goto(_base(api) + link_path(api.client, request, "bob"))
+    await page.goto(base_url(api) + link_path(api.client, request, "bob"))
     await page.locator("input[name=csrf_token]").evaluate("input => input.remove()")
 
     async with page.expect_response(lambda r: r.request.method == "POST") as posted:
@@ -170,7 +152,7 @@ async def test_the_approval_page_fits_a_phone_and_works_without_javascript(
     api: Api, browser: Any
 ) -> None:
     request = await _parked(api)
-    link = _base(api) + link_path(api.client, request, "bob")
+    link = base_url(api) + link_path(api.client, request, "bob")
     phone = {"width": 375, "height": 740}
     measured = await _page(browser, viewport=phone)
     await measured.goto(link)
@@ -189,7 +171,7 @@ async def test_the_approval_page_screenshot(api: Api, browser: Any, tmp_path: Pa
     it as ``docs/approval.png`` (otherwise it goes to a temporary file and is only checked)."""
     request = await _parked(api)
     page = await _page(browser, viewport={"width": 760, "height": 900}, device_scale_factor=1)
-    await page.goto(_base(api) + link_path(api.client, request, "bob"))
+    await page.goto(base_url(api) + link_path(api.client, request, "bob"))
     await page.get_by_role("button", name="Approve").wait_for()
     write = os.environ.get("SIGNOFF_WRITE_SCREENSHOT") == "1" and api.engine.db.is_sqlite
     target = SCREENSHOT if write else tmp_path / "approval.png"

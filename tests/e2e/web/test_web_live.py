@@ -5,33 +5,15 @@ status badge follow a denial live, ending "completed · denied" rather than a gr
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
-
-import pytest
 
 from bot.web.demo import start_demo
 from engine.model import TakeoverStatus
 from engine.ports import ManualClock
 from tests.support.api import Api
-from tests.support.web import link_path, pending_request, running_web
+from tests.support.web import base_url, link_path, pending_request
 
 TIMEOUT_MS = 15_000
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-async def api(migrated_db_url: str, clock: ManualClock) -> AsyncIterator[Api]:
-    async with running_web(migrated_db_url, clock=clock) as api:
-        yield api
-
-
-def _base(api: Api) -> str:
-    return str(api.client.make_url("")).rstrip("/")
 
 
 async def _page(browser: Any) -> Any:
@@ -48,7 +30,7 @@ async def test_the_approval_page_disables_its_buttons_at_expiry(
     clock.set(request.expires_at)
     clock.advance(seconds=-2)  # two seconds left by the server's clock
     page = await _page(browser)
-    await page.goto(_base(api) + link_path(api.client, request, "bob"))
+    await page.goto(base_url(api) + link_path(api.client, request, "bob"))
     approve = page.get_by_role("button", name="Approve")
     assert await approve.is_enabled()
     assert await page.locator("#countdown-left").inner_text() == "1 min"
@@ -65,13 +47,13 @@ async def test_the_run_page_follows_a_denial_live(api: Api, browser: Any) -> Non
     request = await pending_request(api.engine, run.id)
     page = await _page(browser)
     await sign_in_in_browser(page, api)
-    await page.goto(f"{_base(api)}/console/runs/{run.id}")
+    await page.goto(f"{base_url(api)}/console/runs/{run.id}")
     waiting = page.locator("#waiting")
     assert await waiting.is_visible()
     assert await waiting.get_by_role("link").count() == 1
 
     decide = await page.context.new_page()
-    await decide.goto(_base(api) + link_path(api.client, request, "bob"))
+    await decide.goto(base_url(api) + link_path(api.client, request, "bob"))
     await decide.get_by_role("button", name="Deny").click()
     await decide.locator(".signoff-card__decision", has_text="Denied by").wait_for()
 
@@ -83,7 +65,7 @@ async def test_the_run_page_follows_a_denial_live(api: Api, browser: Any) -> Non
 
 
 async def sign_in_in_browser(page: Any, api: Api) -> None:
-    await page.goto(f"{_base(api)}/console/login")
+    await page.goto(f"{base_url(api)}/console/login")
     await page.get_by_label("API token (approver or admin)").fill(api.tokens["admin"])
     await page.get_by_role("button", name="Sign in").click()
     await page.wait_for_url("**/console")
