@@ -94,14 +94,8 @@ def openid_server(key: rsa.RSAPrivateKey, issuer: Issuer | None = None) -> Itera
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/.well-known/openid-configuration"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _serving(Handler) as base:
+        yield f"{base}/.well-known/openid-configuration"
 
 
 @contextmanager
@@ -121,11 +115,18 @@ def the_internet() -> Iterator[tuple[str, list[str]]]:
         def log_message(self, *args: Any) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    with _serving(Handler) as base:
+        yield base, wanted
+
+
+@contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` served on a loopback port in a thread; yields the server's base URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", wanted
+        yield f"http://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
