@@ -29,11 +29,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from engine.adapters.store.migrate import upgrade_to_head
+from engine.assembly import Engine, EngineOptions
 from engine.config import parse_config
-from engine.model import Principal, Role, RunStatus, TakeoverStatus
+from engine.domain.model import Principal, Role, RunStatus, TakeoverStatus
 from engine.ports import ConnectorCall
-from engine.runtime import Engine, EngineOptions
-from engine.store.migrate import upgrade_to_head
 
 # prepare reads (a lookup, like the demo's ``demo-ledger lookup``); act writes.
 WORKFLOW = """

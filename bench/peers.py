@@ -91,11 +91,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import aiohttp
 
 from bench.park_resume import WORKFLOW, ActClock, pct, prepare, rss_bytes
+from engine.adapters.store import Database, SqlStore
+from engine.adapters.store.migrate import upgrade_to_head
+from engine.assembly import Engine, EngineOptions
 from engine.config import parse_config
-from engine.model import Principal, Role, RunStatus, TakeoverStatus
-from engine.runtime import Engine, EngineOptions
-from engine.store import Database, SqlStore
-from engine.store.migrate import upgrade_to_head
+from engine.domain.model import Principal, Role, RunStatus, TakeoverStatus
 from tests.reliability.cluster import Cluster
 
 DEFAULT_SYSTEMS = ("signoff", "signoff-http", "langgraph", "dbos")

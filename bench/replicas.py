@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import aiohttp
 
 from bench.sweep import bare_commits, scratch_database
-from engine.model import Role
+from engine.domain.model import Role
 from tests.reliability.cluster import Cluster, start_runs
 
 DEFAULT_DB = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"

@@ -78,9 +78,9 @@ async def serve(
 
     from bot.app import create_app
     from bot.keys import ENGINE
+    from engine.assembly import EngineOptions
     from engine.config import parse_config
-    from engine.model import Principal, Role, TakeoverStatus
-    from engine.runtime import EngineOptions
+    from engine.domain.model import Principal, Role, TakeoverStatus
 
     config = parse_config(Path(config_path).read_text(), {})
     app = create_app(config, EngineOptions(owner="bench-server"))
@@ -185,9 +185,9 @@ def pct(seconds: list[float], p: float) -> float:
 
 
 async def bench(rate: float, seconds: float, channels: int, min_interval: float) -> None:
-    from engine.model import RunStatus
-    from engine.store import Database, SqlStore
-    from engine.store.migrate import upgrade_to_head
+    from engine.adapters.store import Database, SqlStore
+    from engine.adapters.store.migrate import upgrade_to_head
+    from engine.domain.model import RunStatus
 
     runs = int(rate * seconds)
     workdir = Path(tempfile.mkdtemp(prefix="signoff-slack-ack-"))

@@ -3,7 +3,7 @@
     python bench/sweep.py [--requests 100000] [--db sqlite|URL]
 
 The overdue rows (a waiting run and its pending request, ``expiresAt`` an hour ago) are bulk
-inserted straight into the store's tables (``engine/store/tables.py``), then analyzed as
+inserted straight into the store's tables (``engine/adapters/store/tables.py``), then analyzed as
 autovacuum would: running N workflows to park them would measure something else. Then one
 ``Sweeper.sweep_once()`` expires them all, in its batches, each one a journal event and a
 re-queued run, as the background sweeper does.
@@ -33,10 +33,10 @@ from sqlalchemy import func, insert, make_url, select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
+from engine.adapters.store import tables as t
+from engine.adapters.store.migrate import upgrade_to_head
+from engine.assembly import Engine, EngineOptions
 from engine.config import parse_config
-from engine.runtime import Engine, EngineOptions
-from engine.store import tables as t
-from engine.store.migrate import upgrade_to_head
 
 CHUNK = 5000
 CONFIG = """

@@ -38,10 +38,10 @@ from aiohttp.test_utils import TestServer
 
 from bot.app import create_app
 from bot.keys import ENGINE
+from engine.adapters.store.migrate import upgrade_to_head
+from engine.assembly import EngineOptions
 from engine.config import parse_config
-from engine.model import Principal, Role, RunStatus, TakeoverStatus
-from engine.runtime import EngineOptions
-from engine.store.migrate import upgrade_to_head
+from engine.domain.model import Principal, Role, RunStatus, TakeoverStatus
 from tests.fakes.teams import FakeConnector
 
 CHANNEL = "19:benchchannel0000000000000000000@thread.tacv2"

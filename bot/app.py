@@ -19,9 +19,9 @@ from bot.metrics import LATENCY, REQUESTS
 from bot.slack import install as install_slack
 from bot.teams import install as install_teams
 from bot.web import install as install_web
-from engine import crashpoints
+from engine.assembly import Engine, EngineOptions
 from engine.config import AppConfig
-from engine.runtime import Engine, EngineOptions
+from engine.services import crashpoints
 
 log = logging.getLogger(__name__)
 

@@ -21,14 +21,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from bot.cli_checks import EXIT_CONFIG, database_state, load, require_migrated
-from engine.errors import SignoffError
-from engine.model import Role
+from engine.domain.errors import SignoffError
+from engine.domain.model import Role
 
 if TYPE_CHECKING:
     import socket
 
+    from engine.assembly import EngineOptions
     from engine.config import AppConfig
-    from engine.runtime import EngineOptions
 
 DEFAULT_CONFIG = "app.yaml"
 
@@ -115,8 +115,8 @@ def _engine_options() -> EngineOptions | None:
         return None
     from datetime import timedelta
 
+    from engine.assembly import EngineOptions
     from engine.ports import SystemClock
-    from engine.runtime import EngineOptions
 
     return EngineOptions(clock=SystemClock(timedelta(seconds=float(skew))), sync_clock=True)
 
@@ -124,7 +124,7 @@ def _engine_options() -> EngineOptions | None:
 def cmd_migrate(args: argparse.Namespace) -> int:
     import asyncio
 
-    from engine.store.migrate import head_revision, upgrade_to_head
+    from engine.adapters.store.migrate import head_revision, upgrade_to_head
 
     config = _load(args.config)
     try:
@@ -187,9 +187,9 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 async def _token(config: AppConfig, args: argparse.Namespace) -> int:
     from bot.tokens import hash_token, new_token
-    from engine.approvers import admin_token_problem
+    from engine.adapters.store import Database, SqlStore
+    from engine.domain.approvers import admin_token_problem
     from engine.ports import SystemClock
-    from engine.store import Database, SqlStore
 
     db = Database(config.database.url)
     store = SqlStore(db)

@@ -20,7 +20,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from engine.errors import ConfigError
+from engine.domain.errors import ConfigError
 
 if TYPE_CHECKING:
     from engine.config import AppConfig
@@ -62,8 +62,8 @@ async def database_state(config: AppConfig) -> tuple[str | None, str]:
     """``(problem, dialect and revision)``: ``problem`` is None when the schema is the code's."""
     import asyncio
 
-    from engine.store import Database, SqlStore
-    from engine.store.migrate import head_revision
+    from engine.adapters.store import Database, SqlStore
+    from engine.adapters.store.migrate import head_revision
 
     path = sqlite_file(config.database.url)
     if path is not None and not os.path.exists(path):

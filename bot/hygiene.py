@@ -19,8 +19,8 @@ from aiohttp import web
 from bot.api.errors import is_api_path
 from bot.api.routing import Handler
 from bot.keys import CONFIG
-from engine.errors import InvalidRequest
-from engine.json_input import check_text
+from engine.domain.errors import InvalidRequest
+from engine.domain.json_input import check_text
 
 SERVER = "Signoff"
 HSTS = "max-age=31536000"

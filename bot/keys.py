@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from engine.assembly import Engine
 from engine.config import AppConfig
-from engine.runtime import Engine
 
 ENGINE = web.AppKey("engine", Engine)
 CONFIG = web.AppKey("config", AppConfig)

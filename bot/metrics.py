@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from engine.model import RunStatus
-from engine.runtime import Engine
+from engine.assembly import Engine
+from engine.domain.model import RunStatus
 
 REGISTRY = CollectorRegistry()
 REQUESTS = Counter(

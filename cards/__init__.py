@@ -14,5 +14,5 @@ Public API:
   ``teams_card_bytes`` / ``check_teams_card``.
 * ``cards.cli``: ``add_cards_parser(subparsers)`` for ``signoff cards render``.
 
-Only ``engine.model`` is imported from the engine.
+Only ``engine.domain.model`` is imported from the engine.
 """

@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any
 
 from cards.view import safe_url
-from engine.timeline import minutes_text
+from engine.domain.timeline import minutes_text
 
 Mention = str | Mapping[str, str]
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from cards.notices import NoticeKind
 from cards.view import ApprovalView, build_view
-from engine.model import (
+from engine.domain.model import (
     JSON,
     Run,
     RunStatus,

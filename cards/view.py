@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cards.text import agent_text, canonical_json
-from engine.model import (
+from engine.domain.model import (
     JSON,
     Run,
     RunStatus,
@@ -24,7 +24,7 @@ from engine.model import (
     TakeoverStatus,
     TimeoutBehavior,
 )
-from engine.timeline import minutes_text
+from engine.domain.timeline import minutes_text
 
 SHORT_HASH = 12  # hex digits of the binding hash shown on cards
 # Printable ASCII only, and none of the characters that end a Slack link or an HTML attribute.

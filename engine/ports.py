@@ -124,7 +124,8 @@ class ConnectorCall:
 @runtime_checkable
 class Connector(Protocol):
     """A named integration. ``call`` performs the action and returns its JSON-able result;
-    it raises ``engine.errors.ConnectorError`` (``retryable=True`` for transient failures)."""
+    it raises ``engine.domain.errors.ConnectorError`` (``retryable=True`` for transient
+    failures)."""
 
     async def call(self, call: ConnectorCall) -> Any: ...
 

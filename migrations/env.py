@@ -1,8 +1,8 @@
 """Alembic environment for Signoff, configured in code (there is no alembic.ini).
 
-``engine.store.migrate`` builds the ``Config`` and runs Alembic's (synchronous) commands in a
-worker thread; this module then starts its own event loop there with ``asyncio.run`` and drives
-the async engine of ``engine.store.db.Database``, so the SQLite pragmas (WAL, busy_timeout,
+``engine.adapters.store.migrate`` builds the ``Config`` and runs Alembic's (synchronous) commands
+in a worker thread; this module then starts its own event loop there with ``asyncio.run`` and drives
+the async engine of ``engine.adapters.store.db.Database``, so the SQLite pragmas (WAL, busy_timeout,
 foreign keys) apply to migrations exactly as they do to the running service.
 
 One upgrade or downgrade is one transaction (``Database.transact``) on both dialects (SQLite's DDL
@@ -21,8 +21,8 @@ from sqlalchemy import event, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from engine.store.db import Database
-from engine.store.tables import metadata
+from engine.adapters.store.db import Database
+from engine.adapters.store.tables import metadata
 
 config = context.config
 target_metadata = metadata

@@ -2,8 +2,8 @@
 
     db_url           an empty database's URL, once per dialect (ids ``sqlite``, ``postgres``)
     migrated_db_url  the same, upgraded to the newest migration
-    database         an ``engine.store.db.Database`` on ``migrated_db_url``, disposed afterwards
-    sqlite_url       an empty SQLite file's URL, for tests that need one database only
+    database         an ``engine.adapters.store.db.Database`` on ``migrated_db_url``, disposed
+    afterwards sqlite_url       an empty SQLite file's URL, for tests that need one database only
 
 PostgreSQL: every test gets a database of its own, created on the server named by
 ``SIGNOFF_TEST_POSTGRES_URL`` and dropped afterwards. A migrated database is a copy of one
@@ -32,8 +32,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
-from engine.store.db import Database
-from engine.store.migrate import upgrade_to_head
+from engine.adapters.store.db import Database
+from engine.adapters.store.migrate import upgrade_to_head
 
 POSTGRES_URL_VAR = "SIGNOFF_TEST_POSTGRES_URL"
 REQUIRE_POSTGRES_VAR = "SIGNOFF_REQUIRE_POSTGRES"

@@ -1,5 +1,5 @@
 """``GET /v1/approvals``: the operator's queue as an API, across runs, a page at a time (the
-console's queue page reads the same ``engine.queue.approval_queue``)."""
+console's queue page reads the same ``engine.services.approval_queue.approval_queue``)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,16 @@ from bot.api.bodies import query_int
 from bot.api.routing import RouteTable, obj
 from bot.api.views import approval_entry_json, ref
 from bot.keys import CONFIG, ENGINE
-from engine.errors import InvalidRequest
-from engine.json_input import check_text
-from engine.model import Role, TakeoverKind, TakeoverStatus
-from engine.queue import CURSOR_PATTERN, DEFAULT_PAGE, MAX_PAGE, QueueFilter, approval_queue
+from engine.domain.errors import InvalidRequest
+from engine.domain.json_input import check_text
+from engine.domain.model import Role, TakeoverKind, TakeoverStatus
+from engine.services.approval_queue import (
+    CURSOR_PATTERN,
+    DEFAULT_PAGE,
+    MAX_PAGE,
+    QueueFilter,
+    approval_queue,
+)
 
 routes = RouteTable("approvals")
 E = TypeVar("E", TakeoverKind, TakeoverStatus)

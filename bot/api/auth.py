@@ -7,9 +7,9 @@ from aiohttp import web
 from bot.api.routing import Handler, route_of
 from bot.keys import ENGINE
 from bot.tokens import hash_token
-from engine.approvers import token_principal
-from engine.errors import Forbidden, Unauthorized
-from engine.model import Principal, Role
+from engine.domain.approvers import token_principal
+from engine.domain.errors import Forbidden, Unauthorized
+from engine.domain.model import Principal, Role
 
 PRINCIPAL_KEY = web.RequestKey("signoff_principal", Principal)
 

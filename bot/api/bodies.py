@@ -8,8 +8,8 @@ from aiohttp import web
 from jsonschema import Draft202012Validator, ValidationError
 
 from bot.api.routing import route_of
-from engine.errors import InvalidRequest
-from engine.json_input import parse_json
+from engine.domain.errors import InvalidRequest
+from engine.domain.json_input import parse_json
 
 _VALIDATORS: dict[int, Draft202012Validator] = {}
 

@@ -1,8 +1,9 @@
 """Held calls: ``POST /v1/calls`` (an agent asks for one connector action) and
 ``GET /v1/calls/{executionId}`` (where it stands, with an optional long poll).
 
-The policy decides (``engine.policy``); the engine stores and runs (``engine.calls``). This
-module only translates: the HTTP status follows the call's status, one table below.
+The policy decides (``engine.domain.policy``); the engine stores and runs
+(``engine.services.calls``). This module only translates: the HTTP status follows the call's
+status, one table below.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from bot.api.errors import json_response
 from bot.api.routing import AGENT_FIELD, RouteTable, obj
 from bot.api.views import approval_url, iso
 from bot.keys import CONFIG, ENGINE
-from engine.binding import canonical_json
-from engine.call_workflow import APPROVE_ONLY, EXECUTE
-from engine.calls import CallRequest, CallStatus, CallView
-from engine.errors import InvalidRequest
-from engine.model import Role
-from engine.runtime import MAX_INPUT_BYTES
+from engine.assembly import MAX_INPUT_BYTES
+from engine.domain.binding import canonical_json
+from engine.domain.call_workflow import APPROVE_ONLY, EXECUTE
+from engine.domain.errors import InvalidRequest
+from engine.domain.model import Role
+from engine.services.calls import CallRequest, CallStatus, CallView
 
 routes = RouteTable("calls")
 
@@ -48,7 +49,7 @@ _TEXT = {"type": "string", "maxLength": 200}
 
 
 def call_json(view: CallView, public_url: str) -> dict[str, Any]:
-    """A call as the API shows it: ``engine.calls_view.CallView.as_json`` plus, for a held
+    """A call as the API shows it: ``engine.domain.calls_view.CallView.as_json`` plus, for a held
     call, its approval link, summary and expiry."""
     out = view.as_json()
     if view.request is not None:

@@ -9,7 +9,7 @@ import logging
 from aiohttp import web
 
 from bot.api.routing import Handler
-from engine import errors as e
+from engine.domain import errors as e
 
 log = logging.getLogger(__name__)
 

@@ -13,11 +13,11 @@ from bot.api.errors import json_response
 from bot.api.routing import STR, RouteTable, obj
 from bot.api.views import iso
 from bot.keys import ENGINE
-from engine.config_sections import Estimator
-from engine.errors import InvalidRequest
+from engine.config.sections import Estimator
+from engine.domain.errors import InvalidRequest
+from engine.domain.model import Role
 from engine.gate import GateStatus
 from engine.gate.settings import GATED_NODE_TYPES, SETTINGS, Scope
-from engine.model import Role
 
 routes = RouteTable("gate")
 ANY = (Role.AGENT, Role.APPROVER)

@@ -11,7 +11,7 @@ from bot.api.errors import json_response
 from bot.api.routing import RouteTable
 from bot.keys import ENGINE
 from bot.metrics import REGISTRY, observe_engine
-from engine.store.migrate import head_revision
+from engine.adapters.store.migrate import head_revision
 
 routes = RouteTable("health")
 

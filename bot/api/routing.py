@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from engine.model import Role
+from engine.domain.model import Role
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -12,9 +12,9 @@ from bot.api.errors import json_response
 from bot.api.routing import AGENT_FIELD, NOTES, STR, RouteTable, obj
 from bot.api.views import journal_json, list_of, ref, run_json, takeover_json
 from bot.keys import CONFIG, ENGINE
-from engine.errors import NotFound
-from engine.model import Role, RunStatus, TakeoverRequest
-from engine.runtime import Engine
+from engine.assembly import Engine
+from engine.domain.errors import NotFound
+from engine.domain.model import Role, RunStatus, TakeoverRequest
 
 routes = RouteTable("runs")
 ANY = (Role.AGENT, Role.APPROVER)
@@ -88,7 +88,7 @@ async def list_runs(request: web.Request) -> web.Response:
         try:
             status = RunStatus(status_raw)
         except ValueError:
-            from engine.errors import InvalidRequest
+            from engine.domain.errors import InvalidRequest
 
             raise InvalidRequest(
                 f"query.status: must be one of {', '.join(s.value for s in RunStatus)}"
@@ -310,7 +310,7 @@ async def put_workflow(request: web.Request) -> web.Response:
     engine = _engine(request)
     name = body["name"]
     if name in engine.config.workflows:
-        from engine.errors import Conflict
+        from engine.domain.errors import Conflict
 
         raise Conflict(f"workflow {name!r} is defined in app.yaml and cannot be replaced")
     stored = await engine.store.stored_workflows()

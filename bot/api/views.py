@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.api.routing import obj
-from engine.model import (
+from engine.domain.model import (
     JournalEntry,
     JournalEvent,
     Run,

@@ -26,7 +26,7 @@ from bot.slack.background import Background
 from bot.slack.bolt import build_bolt_app
 from bot.slack.shape import shape_problem, signed, timestamp_problem
 from bot.slack.sink import SlackSink
-from engine.runtime import Engine
+from engine.assembly import Engine
 
 EVENTS_PATH = "/slack/events"
 log = logging.getLogger(__name__)

@@ -32,7 +32,8 @@ from bot.api.views import approval_url
 from bot.slack.api import SlackApi, error_code
 from bot.slack.background import Background
 from cards.text import Flavor, escape_mrkdwn, truncate
-from engine.errors import (
+from engine.assembly import Engine
+from engine.domain.errors import (
     AlreadyDecided,
     DuplicateVote,
     Forbidden,
@@ -42,8 +43,7 @@ from engine.errors import (
     StoreError,
     TransitionRefused,
 )
-from engine.model import Principal, TakeoverRequest, TakeoverStatus
-from engine.runtime import Engine
+from engine.domain.model import Principal, TakeoverRequest, TakeoverStatus
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
-from engine.config_sections import SlackConfig
+from engine.config.sections import SlackConfig
 
 log = logging.getLogger(__name__)
 

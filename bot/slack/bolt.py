@@ -28,7 +28,7 @@ from bot.slack.actions import Interactions
 from bot.slack.api import SlackApi
 from bot.slack.background import Background
 from bot.slack.commands import Commands
-from engine.runtime import Engine
+from engine.assembly import Engine
 
 log = logging.getLogger("bot.slack")
 

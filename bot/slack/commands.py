@@ -26,11 +26,11 @@ from bot.slack.api import SlackApi
 from bot.slack.background import Background
 from cards.templating import plain_date
 from cards.text import Flavor, escape_mrkdwn, truncate
-from engine.errors import SignoffError
+from engine.assembly import Engine
+from engine.domain.errors import SignoffError
+from engine.domain.model import Principal, TakeoverRequest, TakeoverStatus
 from engine.gate.commands import HELP_TEXT as GATE_HELP
 from engine.gate.commands import Outcome, run_command
-from engine.model import Principal, TakeoverRequest, TakeoverStatus
-from engine.runtime import Engine
 
 log = logging.getLogger(__name__)
 

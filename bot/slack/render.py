@@ -4,7 +4,7 @@ The outbox names what to show (a request, a notice and its data); this module re
 request and run as they are *now* and renders them with ``cards`` (the templates escape every
 value). A decision notice is the exception that needs history: it describes the decision that
 queued it, which its dedupe key records (``notice:decision:<request>:<channel>:<status>:<votes>``,
-see ``engine.notify.card_changed``), not whatever the request has become since.
+see ``engine.domain.notify.card_changed``), not whatever the request has become since.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from cards.notice_fields import confidence_fields, step_result_fields
 from cards.notices import NoticeKind
 from cards.render import render_notice, render_slack_card
 from cards.view import ApprovalView, build_view, decider_text
-from engine.model import ChatMessageRef, OutboxRecord, Run, TakeoverRequest, TakeoverStatus
-from engine.runtime import Engine
+from engine.assembly import Engine
+from engine.domain.model import ChatMessageRef, OutboxRecord, Run, TakeoverRequest, TakeoverStatus
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A correctly signed request can still carry a body bolt's matchers cannot read (an empty
 ``actions`` list, ``view: null``): that is bad input, answered 400 with nothing changed, not a
 500 from inside bolt. The signature is checked first, so an unsigned body is still a 401.
-JSON is read with ``engine.json_input`` (NaN, huge numbers, deep nesting, NUL and lone
+JSON is read with ``engine.domain.json_input`` (NaN, huge numbers, deep nesting, NUL and lone
 surrogates are refused), and so is every form field of a slash command.
 """
 
@@ -15,8 +15,8 @@ from urllib.parse import parse_qs
 
 from slack_sdk.signature import SignatureVerifier
 
-from engine.errors import InvalidRequest
-from engine.json_input import check_text, parse_json
+from engine.domain.errors import InvalidRequest
+from engine.domain.json_input import check_text, parse_json
 
 _TIMESTAMP = re.compile(r"[0-9]{1,12}")  # seconds since 1970, ASCII digits only
 

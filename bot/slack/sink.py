@@ -40,11 +40,11 @@ from slack_sdk.errors import SlackApiError
 from bot.slack.api import SlackApi, error_code, retry_after_seconds
 from bot.slack.render import SlackMessages
 from cards.render import CardTooLarge
-from engine import notify
-from engine.delivery import DeliveryError
-from engine.errors import NotFound, SignoffError
-from engine.model import ChatMessageRef, OutboxRecord, Run
-from engine.runtime import Engine
+from engine.assembly import Engine
+from engine.domain import notify
+from engine.domain.errors import NotFound, SignoffError
+from engine.domain.model import ChatMessageRef, OutboxRecord, Run
+from engine.services.delivery import DeliveryError
 
 log = logging.getLogger(__name__)
 

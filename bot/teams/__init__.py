@@ -10,7 +10,7 @@ notices as Teams shows them), ``sink`` (outbox delivery), ``pacing`` (Teams rate
 An endpoint that cannot verify its caller acts on nothing. With ``teams.appId`` set, every
 request must carry a Bot Framework JWT from the configured issuer for that app id; it is
 checked from the Authorization header alone before the body is read (401 otherwise), and the
-body is then parsed with ``engine.json_input`` (400 for what it refuses). Without an app id,
+body is then parsed with ``engine.domain.json_input`` (400 for what it refuses). Without an app id,
 ``/api/messages`` is not mounted (404) and nothing is delivered to Teams. The one exception
 is ``teams.insecureLocalDev: true``, accepted only with ``server.host`` on loopback: then
 unsigned requests are accepted (the Agents Playground, the tests), with a loud warning at
@@ -29,10 +29,10 @@ from bot.teams.adapter import BadActivity, NotAuthenticated, TeamsAdapter
 from bot.teams.handlers import TeamsHandlers
 from bot.teams.pacing import Pacing
 from bot.teams.sink import TeamsSink
-from engine.background import cancel_and_wait
-from engine.errors import InvalidRequest
-from engine.json_input import parse_json
-from engine.runtime import Engine
+from engine.assembly import Engine
+from engine.domain.errors import InvalidRequest
+from engine.domain.json_input import parse_json
+from engine.services.background import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

@@ -56,7 +56,7 @@ from msrest.exceptions import ClientRequestError, HttpOperationError
 from msrest.universal_http.requests import ClientRetryPolicy
 
 from bot.teams.tokens import FETCH_TIMEOUT, NotAuthenticated, SigningKeys, TokenGate
-from engine.config_sections import TeamsConfig
+from engine.config.sections import TeamsConfig
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,9 @@ from typing import Any
 
 from bot.teams.adapter import ADAPTIVE_CARD, Incoming, InvokeReply, Outgoing, TurnReply
 from bot.teams.messages import approval_card, with_banner
-from engine.config_sections import Person
-from engine.errors import (
+from engine.assembly import Engine
+from engine.config.sections import Person
+from engine.domain.errors import (
     AlreadyDecided,
     Conflict,
     DuplicateVote,
@@ -36,9 +37,8 @@ from engine.errors import (
     NotFound,
     StoreError,
 )
+from engine.domain.model import OutboxMessage, TakeoverRequest
 from engine.gate.commands import run_command
-from engine.model import OutboxMessage, TakeoverRequest
-from engine.runtime import Engine
 
 log = logging.getLogger(__name__)
 

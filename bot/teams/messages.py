@@ -20,9 +20,9 @@ from bot.teams.adapter import Outgoing
 from cards.notice_fields import confidence_fields, step_result_fields
 from cards.render import render_notice, render_teams_card, teams_mention_activity
 from cards.view import ApprovalView, build_view, decider_text
-from engine.errors import NotFound
-from engine.model import OutboxRecord, TakeoverRequest, TakeoverStatus
-from engine.runtime import Engine
+from engine.assembly import Engine
+from engine.domain.errors import NotFound
+from engine.domain.model import OutboxRecord, TakeoverRequest, TakeoverStatus
 
 _RENDERED_MAX = 512
 # Per engine: two engines in one process (tests, a replica per database) may hold requests of
@@ -106,8 +106,8 @@ def reply(text: str) -> Outgoing:
 async def notice_message(engine: Engine, record: OutboxRecord) -> Outgoing | None:
     """The thread notice an outbox row asks for; None when there is nothing to say.
 
-    Payloads (``engine.notify``, ``engine.reminders``): ``decision``/``expired`` {requestId};
-    ``step_result`` {runId, stepId, ok, output|error}; ``confidence`` {runId, stepId,
+    Payloads (``engine.domain.notify``, ``engine.services.reminders``): ``decision``/``expired``
+    {requestId}; ``step_result`` {runId, stepId, ok, output|error}; ``confidence`` {runId, stepId,
     confidence}; ``reminder`` {requestId, expiresAt, approvers}; ``escalated`` {requestId,
     people, waitedMinutes}. People named in reminders and escalations are @mentioned."""
     payload = record.payload
@@ -174,7 +174,7 @@ async def _request(engine: Engine, request_id: Any) -> TakeoverRequest | None:
 
 
 def _queued_state(record: OutboxRecord, request: TakeoverRequest) -> tuple[TakeoverStatus, int]:
-    """The status and vote count a decision notice was queued for. ``engine.notify`` writes
+    """The status and vote count a decision notice was queued for. ``engine.domain.notify`` writes
     them into the dedupe key (``notice:decision:<id>:<channel>:<status>:<votes>``), not the
     payload; the notice describes that decision, not whatever the request has become since."""
     _, status_text, votes_text = record.dedupe_key.rsplit(":", 2)

@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine.config import load_config
-from engine.errors import ConfigError
+from engine.domain.errors import ConfigError
 
 MANIFEST_VERSION = "1.17"
 SCHEMA = (

@@ -23,10 +23,10 @@ from bot.teams.adapter import ConnectorFailure, Outgoing, TeamsAdapter, base_con
 from bot.teams.handlers import REPLY
 from bot.teams.messages import approval_card, notice_message, reply
 from bot.teams.pacing import Throttled
-from engine.delivery import DeliveryError
-from engine.errors import NotFound
-from engine.model import Conversation, OutboxRecord
-from engine.runtime import Engine
+from engine.assembly import Engine
+from engine.domain.errors import NotFound
+from engine.domain.model import Conversation, OutboxRecord
+from engine.services.delivery import DeliveryError
 
 log = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@
   ``events``), behind an API-token sign-in (``login``, ``security``);
 * ``/static/``: one stylesheet, the pages' small scripts and the icon; ``/favicon.ico``,
   ``/privacy``, ``/terms`` and the 404 page in the site's layout (``site``);
-* the ``webhook:<name>`` channel's outbox sink (``engine.webhooks``), which needs the cards'
-  approval view and the signed links that live here.
+* the ``webhook:<name>`` channel's outbox sink (``engine.adapters.webhooks``), which needs the
+  cards' approval view and the signed links that live here.
 
 Pages are readable without JavaScript (only the live timeline uses it), work on a phone-sized
 screen and load nothing from elsewhere.
@@ -26,10 +26,10 @@ from bot.web.context import WEB, WebContext
 from bot.web.security import Sessions
 from cards.json_view import view_json
 from cards.view import build_view
-from engine.links import ApprovalLinks, Signer
-from engine.model import Run, TakeoverRequest
-from engine.runtime import Engine
-from engine.webhooks import WebhookSink
+from engine.adapters.webhooks import WebhookSink
+from engine.assembly import Engine
+from engine.domain.model import Run, TakeoverRequest
+from engine.services.links import ApprovalLinks, Signer
 
 log = logging.getLogger(__name__)
 

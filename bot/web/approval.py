@@ -2,7 +2,7 @@
 
 Who may decide here, in order:
 
-* a signed link (``?p=&exp=&sig=``, ``engine.links``): its person, once, until the request
+* a signed link (``?p=&exp=&sig=``, ``engine.services.links``): its person, once, until the request
   expires; the only identity that needs no sign-in, which is why chat and webhooks carry it;
 * a console session (``bot.web.security``): the signed-in approver or admin;
 * nobody: the page shows the request read-only with a way to sign in.
@@ -31,10 +31,10 @@ from bot.web.security import CSRF_FIELD
 from cards.render import render_web_card
 from cards.templating import plain_date
 from cards.view import build_view
-from engine.errors import Conflict, Forbidden, Gone, InvalidRequest, Unauthorized
-from engine.links import ApprovalLink, LinkUse
-from engine.model import Principal, TakeoverRequest, TakeoverStatus
-from engine.timeline import TimelineReader
+from engine.domain.errors import Conflict, Forbidden, Gone, InvalidRequest, Unauthorized
+from engine.domain.model import Principal, TakeoverRequest, TakeoverStatus
+from engine.domain.timeline import TimelineReader
+from engine.services.links import ApprovalLink, LinkUse
 
 routes = web.RouteTableDef()
 _PAST = {"grant": "approved", "deny": "denied", "takeover": "took over", "release": "released"}

@@ -22,10 +22,10 @@ from bot.web.outcome import open_requests, run_outcome
 from bot.web.pages import page, redirect, render
 from bot.web.security import CSRF_FIELD
 from cards.view import build_view
-from engine.errors import InvalidRequest
-from engine.model import TERMINAL_RUN_STATUSES, RunStatus
-from engine.queue import QueueFilter, approval_queue
-from engine.timeline import TimelineReader, minutes_text
+from engine.domain.errors import InvalidRequest
+from engine.domain.model import TERMINAL_RUN_STATUSES, RunStatus
+from engine.domain.timeline import TimelineReader, minutes_text
+from engine.services.approval_queue import QueueFilter, approval_queue
 
 routes = web.RouteTableDef()
 CONSOLE_PAGE = 100

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from bot.web.security import Sessions
-from engine.links import ApprovalLinks
-from engine.runtime import Engine
+from engine.assembly import Engine
+from engine.services.links import ApprovalLinks
 
 
 @dataclass

@@ -23,10 +23,10 @@ import sys
 from typing import Any, TextIO
 
 from bot.api.views import approval_url
+from engine.assembly import Engine, EngineOptions
 from engine.config import AppConfig
-from engine.errors import SignoffError
-from engine.links import ApprovalLinks, Signer
-from engine.model import (
+from engine.domain.errors import SignoffError
+from engine.domain.model import (
     TERMINAL_RUN_STATUSES,
     Principal,
     Role,
@@ -34,7 +34,7 @@ from engine.model import (
     TakeoverRequest,
     TakeoverStatus,
 )
-from engine.runtime import Engine, EngineOptions
+from engine.services.links import ApprovalLinks, Signer
 
 DEMO_WORKFLOW = "refund-demo"
 DEMO_AGENT = Principal(name="demo-agent", role=Role.AGENT, token="demo-agent")
@@ -42,7 +42,7 @@ DEMO_AGENT = Principal(name="demo-agent", role=Role.AGENT, token="demo-agent")
 
 def demo_input(seed: str) -> dict[str, Any]:
     """An order number that differs from run to run; the amount to refund is the one the
-    workflow's lookup finds for it (``engine.connectors.demo_ledger``)."""
+    workflow's lookup finds for it (``engine.adapters.connectors.demo_ledger``)."""
     number = 1000 + int(hashlib.sha256(seed.encode()).hexdigest()[:8], 16) % 9000
     return {"order": f"A-{number}"}
 

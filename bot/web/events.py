@@ -21,9 +21,9 @@ from aiohttp import web
 from bot.web.context import WebContext, web_context
 from bot.web.outcome import open_requests, run_outcome
 from bot.web.pages import fragment
-from engine.errors import NotFound
-from engine.model import TERMINAL_RUN_STATUSES, Run
-from engine.timeline import TimelineReader
+from engine.domain.errors import NotFound
+from engine.domain.model import TERMINAL_RUN_STATUSES, Run
+from engine.domain.timeline import TimelineReader
 
 routes = web.RouteTableDef()
 HEARTBEAT_SECONDS = 15.0

@@ -21,8 +21,8 @@ from bot.web.context import web_context
 from bot.web.pages import page, redirect, render
 from bot.web.security import CONSOLE_ROLES, CSRF_FIELD
 from engine.config import AppConfig
-from engine.errors import InvalidRequest, SignoffError
-from engine.model import ApiToken, Role
+from engine.domain.errors import InvalidRequest, SignoffError
+from engine.domain.model import ApiToken, Role
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +109,8 @@ def login_url(next_path: str) -> str:
 
 
 async def _local_admin_link(config: AppConfig) -> str | None:
+    from engine.adapters.store import Database, SqlStore
     from engine.ports import SystemClock
-    from engine.store import Database, SqlStore
 
     if not config.database.is_sqlite or not config.admins:
         return None

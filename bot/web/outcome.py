@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from engine.model import (
+from engine.domain.model import (
     TERMINAL_RUN_STATUSES,
     Run,
     TakeoverRequest,

@@ -22,8 +22,8 @@ from bot.api.errors import status_for
 from bot.api.routing import Handler
 from bot.web.context import web_context
 from cards.templating import WEB as CARDS_WEB
-from engine.errors import SignoffError
-from engine.timeline import human_duration
+from engine.domain.errors import SignoffError
+from engine.domain.timeline import human_duration
 
 log = logging.getLogger(__name__)
 

@@ -22,13 +22,13 @@ from datetime import datetime, timedelta
 
 from aiohttp import web
 
-from engine.approvers import token_principal
+from engine.adapters.store import SqlStore
 from engine.config import AppConfig
-from engine.errors import Forbidden
-from engine.links import Signer
-from engine.model import ApiToken, Principal, Role
+from engine.domain.approvers import token_principal
+from engine.domain.errors import Forbidden
+from engine.domain.model import ApiToken, Principal, Role
 from engine.ports import Clock
-from engine.store import SqlStore
+from engine.services.links import Signer
 
 SESSION_COOKIE = "signoff_session"
 CSRF_COOKIE = "signoff_csrf"
@@ -51,7 +51,7 @@ class Sessions:
     def __init__(
         self, signer: Signer, store: SqlStore, clock: Clock, *, secure: bool, config: AppConfig
     ) -> None:
-        self.config = config  # who is an admin (``engine.approvers``)
+        self.config = config  # who is an admin (``engine.domain.approvers``)
         self.signer = signer
         self.store = store
         self.clock = clock

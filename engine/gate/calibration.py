@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from engine.model import RunStatus
+from engine.adapters.store import SqlStore
+from engine.domain.model import RunStatus
 from engine.ports import Clock
-from engine.store import SqlStore
 
 MIN_SAMPLES = 3
 BAD_SCORE = 2  # feedback at or below this is regret

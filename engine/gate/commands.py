@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from engine.config_sections import Estimator
-from engine.errors import InvalidRequest
+from engine.config.sections import Estimator
+from engine.domain.errors import InvalidRequest
+from engine.domain.model import Principal
 from engine.gate.gate import ConfidenceGate, GateStatus
 from engine.gate.settings import GATED_NODE_TYPES, Change, Scope, check_scope
-from engine.model import Principal
 
 USAGE = (
     "gate status",

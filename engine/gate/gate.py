@@ -26,15 +26,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.approvers import rating_refusal
+from engine.adapters.store import SqlStore
 from engine.config import AppConfig
-from engine.errors import Forbidden, InvalidRequest
+from engine.domain.approvers import rating_refusal
+from engine.domain.errors import Forbidden, InvalidRequest
+from engine.domain.model import JournalEntry, NodeType, Principal
 from engine.gate.calibration import MIN_SAMPLES, Calibration, adjust
 from engine.gate.estimators import ConfidenceEstimator, all_estimators
 from engine.gate.settings import EffectiveSettings, GateSettings, Override
-from engine.model import JournalEntry, NodeType, Principal
 from engine.ports import Clock, GateQuestion, Sampler
-from engine.store import SqlStore
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,7 @@ class ConfidenceGate:
         """Journal ``feedback_recorded {score, comment, by}`` on a step (any run status).
         The 👍/👎 buttons of executed-step notices record 5 and 1. ``InvalidRequest`` for a
         score outside 1..5, ``NotFound`` for an unknown run or step, ``Forbidden`` for an agent
-        (only people rate; ``engine.approvers.rating_refusal``)."""
+        (only people rate; ``engine.domain.approvers.rating_refusal``)."""
         if isinstance(score, bool) or not isinstance(score, int) or not 1 <= score <= 5:
             raise InvalidRequest(
                 f"score: must be a whole number 1..5, got {score!r}", field="score"

@@ -38,12 +38,12 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from engine.approvers import agent_layers
-from engine.config_sections import Estimator, GateConfig
-from engine.errors import Forbidden, InvalidRequest
-from engine.model import NodeType, Principal
+from engine.adapters.store import SqlStore
+from engine.config.sections import Estimator, GateConfig
+from engine.domain.approvers import agent_layers
+from engine.domain.errors import Forbidden, InvalidRequest
+from engine.domain.model import NodeType, Principal
 from engine.ports import Clock
-from engine.store import SqlStore
 
 log = logging.getLogger(__name__)
 

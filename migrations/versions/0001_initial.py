@@ -1,4 +1,4 @@
-"""Initial schema: every table of engine/store/tables.py as of the first release.
+"""Initial schema: every table of engine/adapters/store/tables.py as of the first release.
 
 Revision ID: 0001
 Revises:

@@ -9,9 +9,9 @@ from datetime import timedelta
 
 import pytest
 
-from engine.model import Principal, Role, TakeoverStatus
+from engine.adapters.store import Adopt, NewRun
+from engine.domain.model import Principal, Role, TakeoverStatus
 from engine.ports import ManualClock
-from engine.store import Adopt, NewRun
 from tests.support.api import Api, running_api
 from tests.support.engines import AGENT, person
 from tests.support.web import page, pending_request, sign_in

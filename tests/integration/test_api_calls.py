@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.model import RunStatus, TakeoverKind
+from engine.domain.model import RunStatus, TakeoverKind
 from engine.ports import ManualClock
 from tests.support.api import running_api
 from tests.support.engines import wait_for, wait_status

@@ -14,11 +14,11 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from bot.app import create_app
+from engine.adapters.store.migrate import upgrade_to_head
+from engine.assembly import EngineOptions
 from engine.config import parse_config
-from engine.model import TakeoverStatus
+from engine.domain.model import TakeoverStatus
 from engine.ports import ManualClock
-from engine.runtime import EngineOptions
-from engine.store.migrate import upgrade_to_head
 from tests.support.api import Api, config_text, running_api, serving
 from tests.support.engines import AGENT
 from tests.support.web import REFUND_DEMO, link_path, page, pending_request, sign_in, submit

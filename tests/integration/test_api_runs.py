@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.model import RunStatus
+from engine.domain.model import RunStatus
 from tests.support.api import running_api
 from tests.support.engines import wait_status
 

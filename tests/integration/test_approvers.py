@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from engine.model import JournalEvent, Role, RunStatus, TakeoverStatus
+from engine.domain.model import JournalEvent, Role, RunStatus, TakeoverStatus
 from tests.support.api import Api, running_api
 from tests.support.engines import wait_status
 

@@ -13,10 +13,10 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver
 from aiohttp.test_utils import TestServer
 
-from engine.callbacks import SIGNATURE_HEADER, CallbackSink, verify
+from engine.adapters.callbacks import SIGNATURE_HEADER, CallbackSink, verify
 from engine.config import parse_config
-from engine.errors import ConfigError
-from engine.outbound import OutboundGuard
+from engine.domain.errors import ConfigError
+from engine.domain.outbound import OutboundGuard
 from engine.ports import ManualClock
 from tests.integration.test_api_calls import CALLS, FLOW, REFUND
 from tests.support.api import config_text, running_api
@@ -184,7 +184,7 @@ async def test_runs_without_callback_url_queue_nothing(api):
 
 
 def test_empty_secret_signs_with_a_process_key_and_warns(caplog):
-    with caplog.at_level(logging.WARNING, logger="engine.callbacks"):
+    with caplog.at_level(logging.WARNING, logger="engine.adapters.callbacks"):
         sink = CallbackSink(store=None, clock=ManualClock(), secret_key="")  # type: ignore[arg-type]
     other = CallbackSink(store=None, clock=ManualClock(), secret_key="")  # type: ignore[arg-type]
     assert len(sink.key) == 32 and sink.key != other.key

@@ -18,7 +18,7 @@ from bot.client import (
     SignoffClient,
     requires_approval,
 )
-from engine.model import TakeoverStatus
+from engine.domain.model import TakeoverStatus
 from engine.ports import ManualClock
 from tests.integration.test_api_calls import CALLS, FLOW
 from tests.support.api import running_api

@@ -8,7 +8,7 @@ import asyncio
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from engine.store.db import Database
+from engine.adapters.store.db import Database
 
 POOL = 6
 

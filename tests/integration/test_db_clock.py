@@ -7,9 +7,9 @@ from datetime import timedelta
 
 import pytest
 
-from engine.model import RunStatus, TakeoverStatus
+from engine.assembly import Engine
+from engine.domain.model import RunStatus, TakeoverStatus
 from engine.ports import SystemClock
-from engine.runtime import Engine
 from tests.support.engines import AGENT, make_engine, person, wait_status
 
 FLOW = """

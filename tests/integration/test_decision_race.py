@@ -16,10 +16,10 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bot.app import create_app
 from bot.keys import ENGINE
+from engine.assembly import EngineOptions
 from engine.config import parse_config
-from engine.model import JournalEvent, Role, RunStatus, TakeoverStatus
+from engine.domain.model import JournalEvent, Role, RunStatus, TakeoverStatus
 from engine.ports import ManualClock, SequentialIds
-from engine.runtime import EngineOptions
 from tests.support.api import Api
 from tests.support.engines import wait_status
 

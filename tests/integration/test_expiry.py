@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from engine import notify
-from engine.errors import AlreadyDecided, StoreError
-from engine.model import JournalEvent, RunStatus, TakeoverStatus
+from engine.assembly import Engine
+from engine.domain import notify
+from engine.domain.errors import AlreadyDecided, StoreError
+from engine.domain.model import JournalEvent, RunStatus, TakeoverStatus
 from engine.ports import ManualClock
-from engine.runtime import Engine
-from engine.workers import Sweeper
+from engine.services.workers import Sweeper
 from tests.support.api import Api, running_api
 from tests.support.engines import AGENT, make_engine, person, wait_status
 

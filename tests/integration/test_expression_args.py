@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine.model import JournalEvent, RunStatus
-from engine.runtime import Engine
+from engine.assembly import Engine
+from engine.domain.model import JournalEvent, RunStatus
 from tests.support.engines import AGENT, make_engine, person, wait_for, wait_status
 
 FLOWS = """

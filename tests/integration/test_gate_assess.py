@@ -7,13 +7,13 @@ import itertools
 
 import pytest
 
-from engine.config_sections import GateConfig
-from engine.errors import InvalidRequest, NotFound
+from engine.adapters.llm import OpenAICompatibleSampler
+from engine.adapters.store import Database, NewRun, SqlStore
+from engine.config.sections import GateConfig
+from engine.domain.errors import InvalidRequest, NotFound
+from engine.domain.model import JournalEvent, NewEvent, RunStatus
 from engine.gate import ConfidenceGate, GateSettings
-from engine.llm import OpenAICompatibleSampler
-from engine.model import JournalEvent, NewEvent, RunStatus
 from engine.ports import GateQuestion, ManualClock
-from engine.store import Database, NewRun, SqlStore
 from tests.fakes.llm import FakeLlm, Reply
 
 ON = {"SIGNOFF_CONFIDENCE_GATE": "1", "SIGNOFF_CONFIDENCE_ESTIMATOR": "verbalization"}

@@ -11,7 +11,7 @@ import pytest
 from bot.api.views import approval_url
 from cards.render import render_slack_card, render_web_card
 from cards.view import build_view
-from engine.model import JournalEvent, RunStatus, TakeoverKind
+from engine.domain.model import JournalEvent, RunStatus, TakeoverKind
 from tests.fakes.llm import FakeLlm, Reply
 from tests.support.api import running_api
 from tests.support.engines import wait_status

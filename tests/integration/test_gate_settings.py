@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from engine.config_sections import Estimator, GateConfig
-from engine.errors import Forbidden, InvalidRequest
+from engine.adapters.store import SqlStore
+from engine.config.sections import Estimator, GateConfig
+from engine.domain.errors import Forbidden, InvalidRequest
+from engine.domain.model import Principal, Role
 from engine.gate import ConfidenceGate, GateSettings, Outcome, run_command
-from engine.model import Principal, Role
 from engine.ports import ManualClock
-from engine.store import SqlStore
 
 ADMIN = Principal(name="alice", role=Role.ADMIN, person="alice")
 BOB = Principal(name="bob", role=Role.APPROVER, person="bob")

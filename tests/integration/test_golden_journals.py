@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from engine.model import JournalEvent, RunStatus, TakeoverStatus
+from engine.assembly import Engine
+from engine.domain.model import JournalEvent, RunStatus, TakeoverStatus
 from engine.ports import ManualClock
-from engine.runtime import Engine
 from tests.support.engines import make_engine, person, wait_status
 from tests.support.golden import GOLDEN_WORKFLOWS, JOURNALS, load, read
 

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine.errors import Forbidden
-from engine.model import JournalEvent, Role, RunStatus
-from engine.runtime import Engine
+from engine.assembly import Engine
+from engine.domain.errors import Forbidden
+from engine.domain.model import JournalEvent, Role, RunStatus
 from tests.fakes.llm import FakeLlm
 from tests.support.api import Api, running_api
 from tests.support.engines import make_engine, person, wait_status

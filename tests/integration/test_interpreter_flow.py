@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.model import JournalEvent, RunStatus, TakeoverStatus
+from engine.domain.model import JournalEvent, RunStatus, TakeoverStatus
 from tests.support.engines import AGENT, make_engine, person, wait_for, wait_status
 
 REFUND = """

@@ -7,7 +7,7 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
-from engine.model import JournalEvent, RunStatus
+from engine.domain.model import JournalEvent, RunStatus
 from engine.ports import ConnectorCall, ManualClock, SystemClock
 from tests.support.engines import AGENT, make_engine, wait_status
 

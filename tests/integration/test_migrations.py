@@ -1,5 +1,5 @@
-"""The migrations create exactly the schema of engine/store/tables.py, on SQLite and PostgreSQL,
-and undo it completely."""
+"""The migrations create exactly the schema of engine/adapters/store/tables.py, on SQLite and
+PostgreSQL, and undo it completely."""
 
 from __future__ import annotations
 
@@ -14,14 +14,14 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy.engine import Connection
 
-from engine.store.db import Database
-from engine.store.migrate import (
+from engine.adapters.store.db import Database
+from engine.adapters.store.migrate import (
     current_revision,
     downgrade_to_base,
     head_revision,
     upgrade_to_head,
 )
-from engine.store.tables import metadata
+from engine.adapters.store.tables import metadata
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from engine.store.migrate import upgrade_to_head
+from engine.adapters.store.migrate import upgrade_to_head
 from tests.support.api import Api, running_api
 
 FLOW = """

@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from engine.model import OutboxRecord
+from engine.assembly import Engine
+from engine.domain.model import OutboxRecord
 from engine.ports import ManualClock
-from engine.runtime import Engine
 from tests.support.engines import AGENT, make_engine, wait_for
 
 LEASE_SECONDS = 12

@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
-from engine.model import RunStatus
+from engine.domain.model import RunStatus
 from engine.ports import SystemClock
 from tests.support.engines import AGENT, make_engine, person, wait_for, wait_status
 
@@ -52,7 +52,7 @@ async def test_a_notification_wakes_only_what_it_made_ready(migrated_postgres_ur
     would be a wasted round trip); a queued chat message wakes the dispatcher only."""
     from sqlalchemy.engine import Connection
 
-    from engine.store.db import OUTBOX_READY, RUNS_READY, mark_ready
+    from engine.adapters.store.db import OUTBOX_READY, RUNS_READY, mark_ready
 
     slow_poll = "{workers: 4, leaseSeconds: 30, pollSeconds: 60}"
     front = make_engine(migrated_postgres_url, FLOW, clock=SystemClock(), server=slow_poll)
@@ -138,7 +138,7 @@ async def test_start_listens_before_the_workers_first_claim(migrated_postgres_ur
 async def test_a_listener_that_cannot_connect_is_not_waited_for() -> None:
     """``Engine.start`` waits for the first attempt to listen, not for a success: with
     PostgreSQL out of reach the attempt fails at once and polling goes on."""
-    from engine.store.listen import PgListener
+    from engine.adapters.store.listen import PgListener
 
     woken: list[str] = []
     listener = PgListener(

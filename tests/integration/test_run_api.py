@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from engine.model import JournalEvent, RunStatus, TakeoverStatus
+from engine.domain.model import JournalEvent, RunStatus, TakeoverStatus
 from tests.support.api import Api, running_api
 from tests.support.engines import wait_for, wait_status
 

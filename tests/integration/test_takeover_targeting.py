@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine.model import JournalEvent, RunStatus, TakeoverStatus
+from engine.domain.model import JournalEvent, RunStatus, TakeoverStatus
 from engine.ports import ConnectorCall
 from tests.support.api import Api, running_api
 from tests.support.engines import wait_status

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine.model import Role, RunStatus, TakeoverStatus
+from engine.domain.model import Role, RunStatus, TakeoverStatus
 from engine.ports import ManualClock
 from tests.support.api import Api, running_api
 from tests.support.engines import AGENT, wait_status

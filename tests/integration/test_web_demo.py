@@ -14,7 +14,7 @@ import pytest
 
 from bot.web.demo import run_demo, start_demo
 from bot.web.login import local_admin_link
-from engine.model import RunStatus
+from engine.domain.model import RunStatus
 from engine.ports import ManualClock
 from tests.support.engines import wait_status
 from tests.support.process import ROOT, Server, cli, free_port
@@ -54,7 +54,7 @@ async def test_signoff_demo_prints_links_the_server_accepts(migrated_db_url: str
 
 
 async def test_signoff_demo_without_a_secret_key_points_to_the_console(sqlite_url: str) -> None:
-    from engine.store.migrate import upgrade_to_head
+    from engine.adapters.store.migrate import upgrade_to_head
 
     await upgrade_to_head(sqlite_url)
     out = io.StringIO()

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine.model import RunStatus
+from engine.domain.model import RunStatus
 from engine.ports import ManualClock
 from tests.support.api import Api, running_api
 from tests.support.engines import AGENT, wait_status

@@ -12,8 +12,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from engine.callbacks import verify
-from engine.model import RunStatus, TakeoverStatus
+from engine.adapters.callbacks import verify
+from engine.domain.model import RunStatus, TakeoverStatus
 from engine.ports import ManualClock
 from tests.support.api import Api, running_api
 from tests.support.engines import AGENT, wait_for, wait_status

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine.model import RunStatus
+from engine.domain.model import RunStatus
 from tests.fakes.llm import FakeLlm, Reply
 from tests.support.api import Api, running_api
 from tests.support.engines import wait_status

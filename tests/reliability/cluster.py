@@ -25,9 +25,9 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
 from bot.tokens import hash_token, new_token
-from engine.model import Role
-from engine.store import Database, SqlStore
-from engine.store import tables as t
+from engine.adapters.store import Database, SqlStore
+from engine.adapters.store import tables as t
+from engine.domain.model import Role
 from tests.support.process import Server, cli, free_port
 
 FULL = os.environ.get("SIGNOFF_RELIABILITY_FULL") == "1"

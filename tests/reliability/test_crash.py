@@ -22,8 +22,8 @@ How a replica is killed, by moment:
 * inside a step / during card delivery: the fake remote and the fake Slack see which client
   port has a call in flight, and the test kills the process owning that socket;
 * during the sweep / after the sweep's commit / between commit and ack: the servers run with
-  crash points (``engine/crashpoints.py``); the test arms one, makes the sweepers work (moves
-  some requests' ``expiresAt`` into the past) or clicks, and the first replica to get there
+  crash points (``engine/services/crashpoints.py``); the test arms one, makes the sweepers work
+  (moves some requests' ``expiresAt`` into the past) or clicks, and the first replica to get there
   SIGKILLs itself on the spot;
 * random moment: any replica after a random pause.
 
@@ -49,9 +49,9 @@ import pytest
 from aiohttp import web
 from sqlalchemy import update
 
-from engine import crashpoints
-from engine.model import Role
-from engine.store import tables as t
+from engine.adapters.store import tables as t
+from engine.domain.model import Role
+from engine.services import crashpoints
 from tests.fakes.slack import FakeSlack
 from tests.integration.slack.harness import block_actions, signed_headers, slack_config
 from tests.reliability.cluster import (
@@ -173,7 +173,7 @@ MODES = (
     "between commit and ack",
     "random moment",
 )
-# The crash point (engine/crashpoints.py) each hooked moment arms.
+# The crash point (engine/services/crashpoints.py) each hooked moment arms.
 POINTS = {
     "during the sweep": "sweep",
     "after the sweep's commit": "swept",

@@ -15,7 +15,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from engine.model import Role
+from engine.domain.model import Role
 from tests.fakes.slack import FakeSlack
 from tests.fakes.teams import FakeConnector
 from tests.integration.slack.harness import SECRET, block_actions, signed_headers

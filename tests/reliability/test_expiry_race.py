@@ -1,8 +1,8 @@
 """Expiry race: grants that arrive within milliseconds of ``expiresAt`` give exactly one
 outcome (granted or expired, never both, never neither), and a replica whose own clock is ten
 minutes fast or slow (``SIGNOFF_CLOCK_SKEW_SECONDS``; the engine then follows the database's
-clock, ``engine/store/dbclock.py``) changes nothing: no request expires early, none is granted
-late. Three replicas on PostgreSQL -- one on time, one +10 min, one -10 min.
+clock, ``engine/adapters/store/dbclock.py``) changes nothing: no request expires early, none is
+granted late. Three replicas on PostgreSQL -- one on time, one +10 min, one -10 min.
 
 The shortest approval timeout is one minute, so this test waits about a minute.
 """
@@ -21,8 +21,8 @@ import aiohttp
 import pytest
 from sqlalchemy import select
 
-from engine.model import Role
-from engine.store import tables as t
+from engine.adapters.store import tables as t
+from engine.domain.model import Role
 from tests.reliability.cluster import TERMINAL, Cluster, size, start_runs
 from tests.support.process import Server
 

@@ -14,10 +14,10 @@ from aiohttp.test_utils import TestClient, TestServer
 from bot.app import create_app
 from bot.keys import ENGINE
 from bot.tokens import hash_token, new_token
+from engine.assembly import Engine, EngineOptions
 from engine.config import parse_config
-from engine.model import Role
+from engine.domain.model import Role
 from engine.ports import ManualClock, SequentialIds
-from engine.runtime import Engine, EngineOptions
 from tests.support.engines import PEOPLE
 
 

@@ -7,10 +7,10 @@ import textwrap
 from collections.abc import Callable
 from typing import Any
 
+from engine.assembly import Engine, EngineOptions
 from engine.config import parse_config
-from engine.model import Principal, Role, RunStatus
+from engine.domain.model import Principal, Role, RunStatus
 from engine.ports import Clock, ManualClock, SequentialIds
-from engine.runtime import Engine, EngineOptions
 
 PEOPLE = """
 people:

@@ -26,14 +26,14 @@ from typing import Any
 
 from sqlalchemy import insert, select
 
+from engine.adapters.store import SqlStore
+from engine.adapters.store import tables as t
+from engine.adapters.store.migrate import upgrade_to_head
+from engine.adapters.store.tables import UTCDateTime
+from engine.assembly import Engine, EngineOptions
 from engine.config import parse_config
-from engine.model import RunStatus
+from engine.domain.model import RunStatus
 from engine.ports import ManualClock, SequentialIds
-from engine.runtime import Engine, EngineOptions
-from engine.store import SqlStore
-from engine.store import tables as t
-from engine.store.migrate import upgrade_to_head
-from engine.store.tables import UTCDateTime
 from tests.support.engines import AGENT, PEOPLE, person, wait_for, wait_status
 
 JOURNALS = Path(__file__).resolve().parents[1] / "journals"

@@ -17,10 +17,10 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bot.app import create_app
 from bot.web.context import WEB, WebContext
+from engine.assembly import Engine, EngineOptions
 from engine.config import AppConfig, parse_config
-from engine.model import TakeoverRequest, TakeoverStatus
+from engine.domain.model import TakeoverRequest, TakeoverStatus
 from engine.ports import ManualClock, SequentialIds
-from engine.runtime import Engine, EngineOptions
 from tests.support.api import Api, serving
 from tests.support.engines import PEOPLE, wait_for
 from tests.support.process import free_port

@@ -1,4 +1,4 @@
-"""engine.approvers: the one home of who is acting and who may decide."""
+"""engine.domain.approvers: the one home of who is acting and who may decide."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from engine.approvers import (
+from engine.config import parse_config
+from engine.domain.approvers import (
     acting_agent,
     admin_token_problem,
     agent_layers,
@@ -14,9 +15,8 @@ from engine.approvers import (
     run_deciders,
     token_principal,
 )
-from engine.config import parse_config
-from engine.errors import Forbidden
-from engine.model import ApiToken, Principal, Role
+from engine.domain.errors import Forbidden
+from engine.domain.model import ApiToken, Principal, Role
 
 CONFIG = parse_config(
     "people: {alice: {email: a@x.io}, bob: {email: b@x.io}, carol: {email: c@x.io}}\n"

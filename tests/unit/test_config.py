@@ -19,8 +19,8 @@ from engine.config import (
     normalize_database_url,
     parse_config,
 )
-from engine.errors import ConfigError
-from engine.model import NodeType
+from engine.domain.errors import ConfigError
+from engine.domain.model import NodeType
 
 ROOT_APP_YAML = Path(__file__).resolve().parents[2] / "app.yaml"
 

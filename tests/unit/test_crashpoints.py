@@ -1,5 +1,5 @@
-"""Crash points (``engine/crashpoints.py``): inert without ``SIGNOFF_TEST_CRASH_DIR``; with it,
-an armed point kills the first process that reaches it, once."""
+"""Crash points (``engine/services/crashpoints.py``): inert without ``SIGNOFF_TEST_CRASH_DIR``;
+with it, an armed point kills the first process that reaches it, once."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from engine import crashpoints
+from engine.services import crashpoints
 
-REACH = "from engine import crashpoints; crashpoints.reached('sweep'); print('alive')"
+REACH = "from engine.services import crashpoints; crashpoints.reached('sweep'); print('alive')"
 
 
 def test_without_the_variable_nothing_is_hooked_or_killed() -> None:

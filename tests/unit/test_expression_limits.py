@@ -1,4 +1,4 @@
-"""Expressions run with limits (engine/expression_limits.py): a template that would loop for
+"""Expressions run with limits (engine/domain/expression_limits.py): a template that would loop for
 hours, or build a value of gigabytes, fails its step in well under a second with
 ``expression limit: ...``; and a workflow whose text shows such a bomb is refused when it
 is loaded."""
@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from engine import expression_limits as limits
-from engine.errors import ConfigError, ExpressionLimit, StepError
-from engine.expressions import check_template, evaluate, render_text
-from engine.workflows import load_workflow
+from engine.domain import expression_limits as limits
+from engine.domain.errors import ConfigError, ExpressionLimit, StepError
+from engine.domain.expressions import check_template, evaluate, render_text
+from engine.domain.workflows import load_workflow
 
 CONTEXT: dict[str, Any] = {
     "input": {"n": 100_000, "big": 10**9, "s": "x" * 1000, "items": list(range(1000))},

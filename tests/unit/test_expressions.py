@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from engine.errors import StepError
-from engine.expressions import check_template, evaluate, is_template, render_text
+from engine.domain.errors import StepError
+from engine.domain.expressions import check_template, evaluate, is_template, render_text
 
 CONTEXT: dict[str, Any] = {
     "input": {
@@ -166,7 +166,7 @@ def test_a_field_named_like_a_dict_method_is_the_field(key: str) -> None:
 )
 def test_a_dotted_path_reads_what_jinja_reads(source: str) -> None:
     """A plain dotted path is read without jinja; it must agree with jinja's reading."""
-    from engine.expressions import _expression
+    from engine.domain.expressions import _expression
 
     assert evaluate("{{" + source + "}}", CONTEXT) == _expression(source)(**CONTEXT)
 
@@ -198,7 +198,7 @@ def test_a_path_past_the_data_goes_to_jinja(template: str, refusal: str) -> None
 )
 def test_text_of_paths_renders_as_jinja_does(template: str) -> None:
     """Texts whose expressions are all paths are rendered without jinja; same text."""
-    from engine.expressions import _template
+    from engine.domain.expressions import _template
 
     assert render_text(template, CONTEXT) == _template(template, False).render(**CONTEXT)
     if "missing" not in template:

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from engine.errors import InvalidRequest
-from engine.json_input import MAX_DEPTH, check_text, check_value, parse_json
+from engine.domain.errors import InvalidRequest
+from engine.domain.json_input import MAX_DEPTH, check_text, check_value, parse_json
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,10 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from engine.errors import Forbidden
-from engine.links import ApprovalLinks, Signer
-from engine.model import TakeoverKind, TakeoverRequest, TakeoverStatus
-from engine.runtime import Engine
+from engine.assembly import Engine
+from engine.domain.errors import Forbidden
+from engine.domain.model import TakeoverKind, TakeoverRequest, TakeoverStatus
+from engine.services.links import ApprovalLinks, Signer
 from tests.support.engines import make_engine
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

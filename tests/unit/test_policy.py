@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from engine.config import Decision, parse_config
-from engine.policy import evaluate_policy
+from engine.domain.policy import evaluate_policy
 
 ALLOW, ASK, BLOCK = Decision.ALLOW, Decision.ASK, Decision.BLOCK
 

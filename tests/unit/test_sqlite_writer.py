@@ -15,12 +15,12 @@ import pytest
 from sqlalchemy import JSON, Column, Integer, MetaData, Table, create_engine, insert, select, text
 from sqlalchemy.dialects import sqlite
 
-from engine.errors import StoreError
-from engine.store import Database, NewRun, SqlStore, expiry
-from engine.store import tables as t
-from engine.store.fast import Fast
-from engine.store.migrate import upgrade_to_head
-from engine.store.sqlite_writer import SQLITE_BUSY_TIMEOUT_MS
+from engine.adapters.store import Database, NewRun, SqlStore, expiry
+from engine.adapters.store import tables as t
+from engine.adapters.store.fast import Fast
+from engine.adapters.store.migrate import upgrade_to_head
+from engine.adapters.store.sqlite_writer import SQLITE_BUSY_TIMEOUT_MS
+from engine.domain.errors import StoreError
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, 0, tzinfo=UTC)  # no microseconds: the format keeps them
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.calls import approval_summary
 from engine.config import parse_config
-from engine.errors import StepError
-from engine.expressions import render_text
+from engine.domain.errors import StepError
+from engine.domain.expressions import render_text
+from engine.services.calls import approval_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from engine.model import JournalEntry, JournalEvent
-from engine.timeline import TimelineReader, human_duration, minutes_text
+from engine.domain.model import JournalEntry, JournalEvent
+from engine.domain.timeline import TimelineReader, human_duration, minutes_text
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 

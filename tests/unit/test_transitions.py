@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from engine.errors import AlreadyDecided, TransitionRefused
-from engine.model import (
+from engine.adapters.store import Database, NewRun, SqlStore
+from engine.domain.errors import AlreadyDecided, TransitionRefused
+from engine.domain.model import (
     RUN_ALLOWED,
     TAKEOVER_ALLOWED,
     TERMINAL_RUN_STATUSES,
@@ -27,13 +28,12 @@ from engine.model import (
     TakeoverStatus,
     sources_of,
 )
-from engine.store import Database, NewRun, SqlStore
 
 R = RunStatus
 T = TakeoverStatus
 
 # DESIGN.md, "Vocabulary and states", written out pair by pair (plus running -> queued: a worker
-# gives a run back on shutdown). The tables in engine/model.py must say exactly this.
+# gives a run back on shutdown). The tables in engine/domain/model.py must say exactly this.
 DESIGNED_RUN = {
     (R.QUEUED, R.RUNNING),
     (R.RUNNING, R.WAITING),

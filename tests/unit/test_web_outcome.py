@@ -7,7 +7,7 @@ from typing import Any
 
 from bot.web.outcome import open_requests, run_outcome
 from cards.samples import sample_request, sample_run
-from engine.model import RunStatus, TakeoverRequest, TakeoverStatus, TimeoutBehavior
+from engine.domain.model import RunStatus, TakeoverRequest, TakeoverStatus, TimeoutBehavior
 
 
 def _request(status: TakeoverStatus, **changes: Any) -> TakeoverRequest:

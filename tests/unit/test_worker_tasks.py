@@ -8,7 +8,7 @@ import asyncio
 from typing import Any
 
 from engine.ports import ManualClock
-from engine.workers import Workers
+from engine.services.workers import Workers
 
 
 class HeldInterpreter:

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 import yaml
 
-from engine.errors import ConfigError
-from engine.model import NodeType, TimeoutBehavior
-from engine.workflows import check_channel, load_workflow, parse_workflow, successors
+from engine.domain.errors import ConfigError
+from engine.domain.model import NodeType, TimeoutBehavior
+from engine.domain.workflows import check_channel, load_workflow, parse_workflow, successors
 
 REFUND_DEMO = """
 nodes:

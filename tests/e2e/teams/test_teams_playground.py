@@ -36,11 +36,11 @@ from aiohttp.test_utils import TestServer
 
 from bot.app import create_app
 from bot.keys import ENGINE
+from engine.adapters.store.migrate import upgrade_to_head
+from engine.assembly import Engine, EngineOptions
 from engine.config import parse_config
-from engine.model import Principal, Role, RunStatus
+from engine.domain.model import Principal, Role, RunStatus
 from engine.ports import SequentialIds
-from engine.runtime import Engine, EngineOptions
-from engine.store.migrate import upgrade_to_head
 from tests.support.engines import wait_for, wait_status
 
 HERE = Path(__file__).parent

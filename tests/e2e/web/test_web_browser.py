@@ -14,7 +14,7 @@ from typing import Any
 from bot.tokens import hash_token, new_token
 from bot.web.demo import start_demo
 from bot.web.login import LOCAL_ADMIN
-from engine.model import Role, RunStatus, TakeoverStatus
+from engine.domain.model import Role, RunStatus, TakeoverStatus
 from engine.ports import ManualClock
 from tests.support.api import Api
 from tests.support.engines import wait_status

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.web.demo import start_demo
-from engine.model import TakeoverStatus
+from engine.domain.model import TakeoverStatus
 from engine.ports import ManualClock
 from tests.support.api import Api
 from tests.support.web import base_url, link_path, pending_request

@@ -23,10 +23,10 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bot.app import create_app
 from bot.keys import ENGINE
+from engine.assembly import EngineOptions
 from engine.config import parse_config
-from engine.model import Role, TakeoverRequest, TakeoverStatus
+from engine.domain.model import Role, TakeoverRequest, TakeoverStatus
 from engine.ports import Clock, ManualClock, SequentialIds
-from engine.runtime import EngineOptions
 from tests.fakes.slack import FakeSlack
 from tests.support.api import Api
 from tests.support.engines import PEOPLE, wait_for

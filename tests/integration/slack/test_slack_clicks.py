@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from urllib.parse import parse_qs, urlencode
 
-from engine.model import JournalEvent, RunStatus, TakeoverStatus
+from engine.domain.model import JournalEvent, RunStatus, TakeoverStatus
 from tests.integration.slack.harness import (
     CHANNEL,
     SECRET,

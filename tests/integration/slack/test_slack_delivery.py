@@ -9,7 +9,7 @@ import time
 import pytest
 
 from bot.slack.api import SlackApi, error_code
-from engine.config_sections import SlackConfig
+from engine.config.sections import SlackConfig
 from engine.ports import ManualClock, SystemClock
 from tests.fakes.slack import FakeSlack
 from tests.integration.slack.harness import CHANNEL, USERS, running_slack

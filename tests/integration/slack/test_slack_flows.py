@@ -12,7 +12,7 @@ from typing import Any
 from bot.api.views import approval_url
 from cards.render import render_slack_card
 from cards.view import build_view
-from engine.model import JournalEvent, RunStatus, TakeoverStatus
+from engine.domain.model import JournalEvent, RunStatus, TakeoverStatus
 from engine.ports import ManualClock
 from tests.fakes.slack import FakeSlack, Message
 from tests.integration.slack.harness import CHANNEL, USERS, SlackHarness, running_slack

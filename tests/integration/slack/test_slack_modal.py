@@ -15,7 +15,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.actions import deny_modal
 from cards.samples import sample_request
-from engine.model import RunStatus, TakeoverStatus
+from engine.domain.model import RunStatus, TakeoverStatus
 from tests.fakes.slack import FakeSlack, view_problems
 from tests.integration.slack.harness import USERS, running_slack
 from tests.integration.slack.test_slack_clicks import FLOWS, pending_request

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.model import RunStatus, TakeoverStatus
+from engine.domain.model import RunStatus, TakeoverStatus
 from engine.ports import ManualClock
 from tests.fakes.slack import Message
 from tests.integration.slack.harness import CHANNEL, USERS, SlackHarness, running_slack

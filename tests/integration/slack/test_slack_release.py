@@ -1,12 +1,13 @@
 """Who may release a run taken over: the person who took it over, or an admin (journaled as
 such); the card says so, and every refusal names the verb that was clicked.
 
-The rule lives in ``engine.approvals`` only, so Slack, Teams, the web page and the API agree.
+The rule lives in ``engine.services.approvals`` only, so Slack, Teams, the web page and the API
+agree.
 """
 
 from __future__ import annotations
 
-from engine.model import JournalEvent, Role, RunStatus, TakeoverStatus
+from engine.domain.model import JournalEvent, Role, RunStatus, TakeoverStatus
 from tests.integration.slack.harness import USERS, running_slack
 from tests.integration.slack.test_slack_clicks import FLOWS, pending_request, unchanged
 from tests.integration.slack.test_slack_flows import card_of, text_of, until

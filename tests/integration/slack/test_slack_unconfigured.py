@@ -9,9 +9,9 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bot.app import create_app
 from bot.keys import ENGINE
+from engine.assembly import EngineOptions
 from engine.config import parse_config
 from engine.ports import ManualClock
-from engine.runtime import EngineOptions
 from tests.integration.slack.harness import SECRET, signed_headers
 from tests.support.engines import PEOPLE
 

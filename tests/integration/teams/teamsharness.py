@@ -23,10 +23,10 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bot.app import create_app
 from bot.keys import ENGINE
+from engine.assembly import Engine, EngineOptions
 from engine.config import parse_config
-from engine.model import Principal, Role, RunStatus
+from engine.domain.model import Principal, Role, RunStatus
 from engine.ports import ManualClock, SequentialIds
-from engine.runtime import Engine, EngineOptions
 from tests.fakes.teams import FakeConnector
 from tests.support.engines import wait_for, wait_status
 

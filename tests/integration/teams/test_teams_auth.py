@@ -32,7 +32,7 @@ def signing_key():
 
 @pytest.fixture
 async def teams(sqlite_url, signing_key):
-    from engine.store.migrate import upgrade_to_head
+    from engine.adapters.store.migrate import upgrade_to_head
 
     await upgrade_to_head(sqlite_url)
     with openid_server(signing_key) as metadata_url:

@@ -14,7 +14,7 @@ from bot.teams.adapter import Outgoing, TeamsAdapter
 from cards.limits import TEAMS_MAX_CARD_BYTES
 from cards.render import render_teams_card
 from cards.samples import sample_view
-from engine.config_sections import TeamsConfig
+from engine.config.sections import TeamsConfig
 from tests.fakes.teams import FakeConnector
 
 

@@ -17,7 +17,7 @@ from teamsharness import (
     verbs,
 )
 
-from engine.model import JournalEvent, RunStatus, TakeoverStatus
+from engine.domain.model import JournalEvent, RunStatus, TakeoverStatus
 from tests.support.engines import wait_status
 
 

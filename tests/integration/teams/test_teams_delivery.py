@@ -22,8 +22,8 @@ from teamsharness import (
 )
 
 from bot.teams.pacing import MARGIN, Pacing, Throttled
-from engine.model import OutboxMessage
-from engine.store.base import insert_outbox
+from engine.adapters.store.base import insert_outbox
+from engine.domain.model import OutboxMessage
 from tests.support.engines import wait_for
 
 REMINDING = """

@@ -22,8 +22,8 @@ from teamsharness import (
     verbs,
 )
 
-from engine.model import RunStatus
-from engine.store.migrate import upgrade_to_head
+from engine.adapters.store.migrate import upgrade_to_head
+from engine.domain.model import RunStatus
 from tests.support.engines import wait_status
 
 

@@ -19,7 +19,7 @@ from teamsharness import FLOW, Teams, running_teams
 from test_teams_auth import install_activity, stored
 
 from bot.teams.adapter import NotAuthenticated, TeamsAdapter
-from engine.config_sections import TeamsConfig
+from engine.config.sections import TeamsConfig
 from tests.fakes.openid import (
     APP_ID,
     EMULATOR_ISSUERS,
@@ -58,7 +58,7 @@ def issuer() -> Issuer:
 
 @pytest.fixture
 async def teams(sqlite_url, signing_key, issuer, internet):
-    from engine.store.migrate import upgrade_to_head
+    from engine.adapters.store.migrate import upgrade_to_head
 
     await upgrade_to_head(sqlite_url)
     with openid_server(signing_key, issuer) as metadata_url:
@@ -109,7 +109,7 @@ async def test_valid_tokens_are_checked_against_keys_fetched_once(
 async def test_an_issuer_that_is_down_is_not_asked_again_on_every_request(
     sqlite_url, signing_key, internet: list[str]
 ):
-    from engine.store.migrate import upgrade_to_head
+    from engine.adapters.store.migrate import upgrade_to_head
 
     await upgrade_to_head(sqlite_url)
     issuer = Issuer(down=True)

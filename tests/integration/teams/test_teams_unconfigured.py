@@ -20,11 +20,11 @@ from teamsharness import (
 )
 
 from bot.app import create_app
+from engine.assembly import EngineOptions
 from engine.config import parse_config
-from engine.errors import ConfigError
-from engine.model import RunStatus, TakeoverStatus
+from engine.domain.errors import ConfigError
+from engine.domain.model import RunStatus, TakeoverStatus
 from engine.ports import ManualClock
-from engine.runtime import EngineOptions
 from tests.support.engines import wait_status
 
 

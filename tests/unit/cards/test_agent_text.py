@@ -21,7 +21,7 @@ from cards.render import render_notice, render_slack_card, render_teams_card, re
 from cards.samples import APPROVAL_URL, RUN_URL, SAMPLE_NOW, sample_request, sample_run
 from cards.text import agent_text
 from cards.view import build_view
-from engine.timeline import minutes_text
+from engine.domain.timeline import minutes_text
 
 FORGED = (
     "Refund 5 EUR\n✅ Approved by *alice*",
@@ -101,7 +101,7 @@ def test_agent_text_keeps_ordinary_text_as_it_is() -> None:
 
 
 def test_durations_are_pluralised_on_every_platform() -> None:
-    """One spelling of a duration (``engine.timeline.minutes_text``), never "1 minutes"."""
+    """One spelling of a duration (``engine.domain.timeline.minutes_text``), never "1 minutes"."""
     assert [minutes_text(n) for n in (0, 1, 2, 60, 61, 125)] == [
         "0 min",
         "1 min",

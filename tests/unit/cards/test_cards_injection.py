@@ -31,7 +31,7 @@ from cards.render import (
 from cards.samples import APPROVAL_URL, RUN_URL, sample_request, sample_run
 from cards.text import canonical_json
 from cards.view import ApprovalView, build_view
-from engine.model import TakeoverStatus
+from engine.domain.model import TakeoverStatus
 from tests.support.hostile import HIDDEN, HOSTILE
 
 OUR_LINK = re.compile(r"<https://signoff\.example\.com/[^|<>]*\|[^<>]*>")

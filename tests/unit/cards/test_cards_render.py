@@ -233,7 +233,7 @@ def test_unshowable_arguments_point_to_the_approval_page() -> None:
 
 
 def test_manual_takeover_without_arguments() -> None:
-    from engine.model import TakeoverKind, TakeoverStatus
+    from engine.domain.model import TakeoverKind, TakeoverStatus
 
     request = replace(sample_request(), kind=TakeoverKind.MANUAL, details={})
     view = build_view(request, sample_run(), approval_url=None, run_url=None)

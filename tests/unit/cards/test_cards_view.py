@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 
 from cards.samples import SAMPLE_NOW, sample_request, sample_run, sample_view
 from cards.view import build_view, safe_url
-from engine.model import TakeoverKind, TakeoverStatus, Vote
+from engine.domain.model import TakeoverKind, TakeoverStatus, Vote
 
 
 def test_sample_view_fields() -> None:

@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from engine.adapters.llm import OpenAICompatibleSampler
 from engine.gate.estimators import (
     SILENT_SCORE,
     SelfConsistency,
@@ -14,7 +15,6 @@ from engine.gate.estimators import (
     reported_confidence,
     yes_no_question,
 )
-from engine.llm import OpenAICompatibleSampler
 from engine.ports import GateQuestion
 from tests.fakes.llm import FakeLlm, Reply
 

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
-from engine.errors import StepError
-from engine.llm import OpenAICompatibleSampler, chat_completions_url
+from engine.adapters.llm import OpenAICompatibleSampler, chat_completions_url
+from engine.domain.errors import StepError
 from engine.ports import ChatMessage, ManualClock
 from tests.fakes.llm import FakeLlm, Reply
 

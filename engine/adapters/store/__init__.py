@@ -1,0 +1,38 @@
+"""The SQL store: the only part of the engine that speaks SQLAlchemy."""
+
+from __future__ import annotations
+
+from engine.adapters.store.base import Adopt
+from engine.adapters.store.calls import CallStore
+from engine.adapters.store.chat import ChatStore
+from engine.adapters.store.db import Database
+from engine.adapters.store.decisions import DecisionStore
+from engine.adapters.store.expiry import ExpiryStore
+from engine.adapters.store.gate import GateStore
+from engine.adapters.store.outbox import OutboxStore
+from engine.adapters.store.queue import QueueStore
+from engine.adapters.store.records import RecordStore
+from engine.adapters.store.reminders import ReminderStore
+from engine.adapters.store.runs import NewRun, RunStore
+from engine.adapters.store.takeovers import OutboxFor, TakeoverStore
+from engine.adapters.store.web import WebStore
+
+
+class SqlStore(
+    RunStore,
+    TakeoverStore,
+    DecisionStore,
+    ExpiryStore,
+    RecordStore,
+    OutboxStore,
+    ChatStore,
+    GateStore,
+    CallStore,
+    ReminderStore,
+    QueueStore,
+    WebStore,
+):
+    """Every store operation, on SQLite or PostgreSQL. Each method is one transaction."""
+
+
+__all__ = ["Adopt", "Database", "NewRun", "OutboxFor", "SqlStore"]

@@ -1,0 +1,280 @@
+"""The engine assembled from a configuration: store, connectors, workflows, interpreter,
+approvals, workers and sweeper. Front ends hold one ``Engine`` and call its services."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from engine.adapters.callbacks import CallbackSink
+from engine.adapters.connectors import ConnectorRegistry
+from engine.adapters.connectors.demo_ledger import DemoLedger
+from engine.adapters.connectors.http import HttpConnector
+from engine.adapters.connectors.python_callable import PythonConnector
+from engine.adapters.llm import OpenAICompatibleSampler
+from engine.adapters.store import Database, NewRun, SqlStore
+from engine.adapters.store.dbclock import DatabaseClock
+from engine.adapters.store.listen import PgListener
+from engine.config import AppConfig
+from engine.config.connectors import ActionKind
+from engine.domain import notify
+from engine.domain.approvers import acting_agent, person_principal
+from engine.domain.call_workflow import held_call_connectors, is_call_workflow
+from engine.domain.errors import InvalidRequest
+from engine.domain.model import Node, NodeType, Principal, Role, Run
+from engine.domain.outbound import OutboundGuard
+from engine.gate import ConfidenceGate
+from engine.ports import Clock, Connector, IdSource, Sampler, StepGate, SystemClock, UuidSource
+from engine.services.approvals import Approvals
+from engine.services.calls import HeldCalls
+from engine.services.context import Services
+from engine.services.delivery import Dispatcher, Sink
+from engine.services.interpreter import Interpreter
+from engine.services.workers import Sweeper, Workers
+from engine.services.workflow_source import WorkflowSource
+
+MAX_INPUT_BYTES = 256 * 1024
+LISTEN_WAIT_SECONDS = 5.0  # the longest ``Engine.start`` waits for PostgreSQL's LISTEN
+
+
+@dataclass
+class EngineOptions:
+    # None: the system clock, following the database's on PostgreSQL (replicas agree on
+    # expiry). A clock given here is used as it is unless ``sync_clock``.
+    clock: Clock | None = None
+    sync_clock: bool = False
+    ids: IdSource = field(default_factory=UuidSource)
+    owner: str | None = None  # this process's worker identity (lease owner)
+    sampler: Sampler | None = None
+    gate: StepGate | None = None
+    extra_connectors: dict[str, Connector] = field(default_factory=dict)
+    sinks: dict[str, Sink] = field(default_factory=dict)  # outbox delivery, by platform
+    sweep_interval_seconds: float = 1.0
+
+
+class Engine:
+    def __init__(self, config: AppConfig, options: EngineOptions | None = None) -> None:
+        opts = options or EngineOptions()
+        self.config = config
+        self.ids = opts.ids
+        self.db = Database(config.database.url)
+        self.store = SqlStore(self.db)
+        self.db_clock: DatabaseClock | None = None
+        if not self.db.is_sqlite and (opts.clock is None or opts.sync_clock):
+            self.db_clock = DatabaseClock(self.db, opts.clock or SystemClock())
+        self.clock: Clock = self.db_clock or opts.clock or SystemClock()
+        # The id's last characters: a time-ordered id begins with the time, which replicas
+        # started together share.
+        self.owner = opts.owner or f"{socket.gethostname()}:{self.ids.new_id()[-8:]}"
+        built = {**build_connectors(config, self.store, self.clock), **opts.extra_connectors}
+        self.connectors = ConnectorRegistry({**built, **held_call_connectors(built)})
+        self.workflows = WorkflowSource(config.workflows, self.store, connectors=config.connectors)
+        # The LLM (ai-steps, the gate's self-consistency) comes from ``llm:`` unless injected.
+        # The gate object is always installed, even while off: an admin may switch it on at
+        # runtime, and its settings cache makes an idle gate free (no query per step).
+        self._own_sampler = build_sampler(config) if opts.sampler is None else None
+        self.sampler: Sampler | None = opts.sampler or self._own_sampler
+        self.gate = ConfidenceGate.from_config(config, self.store, self.clock, self.sampler)
+        self.interpreter = Interpreter(
+            Services(
+                store=self.store,
+                workflows=self.workflows,
+                connectors=self.connectors,
+                clock=self.clock,
+                ids=self.ids,
+                expand_people=config.expand_people,
+                default_approvers=config.approvers,
+                sampler=self.sampler,
+                gate=opts.gate or self.gate,
+                wake=self.wake,
+                wake_outbox=self.wake_outbox,
+                stopping=lambda: self.workers.stopping,
+                reads_only=self._reads_only,
+                lease_seconds=config.server.lease_seconds,
+            )
+        )
+        server = config.server
+        self.workers = Workers(
+            self.store,
+            self.interpreter,
+            self.clock,
+            owner=self.owner,
+            concurrency=server.workers,
+            lease=timedelta(seconds=server.lease_seconds),
+            poll_seconds=server.poll_seconds,
+        )
+        self.approvals = Approvals(
+            self.store,
+            self.clock,
+            self.ids,
+            wake=self.workers.wake,
+            wake_outbox=self.wake_outbox,
+            workers=self.workers,
+            config=config,
+            workflows=self.workflows,
+        )
+        self.sweeper = Sweeper(
+            self.store,
+            self.clock,
+            on_requeue=self.wake,
+            outbox=notify.card_changed,
+            interval_seconds=opts.sweep_interval_seconds,
+            # PostgreSQL's batch locks only its own rows (SKIP LOCKED): it can be larger than
+            # SQLite's, which holds the one writer for its whole transaction.
+            batch=1000 if self.db.is_sqlite else 2000,
+            drains=1 if self.db.is_sqlite else 2,
+        )
+        # The outbox claim lasts as long as a run's lease: a dead replica's messages go out
+        # from another replica as soon as its runs do.
+        self.dispatcher = Dispatcher(
+            self.store,
+            self.clock,
+            opts.sinks,
+            owner=self.owner,
+            poll_seconds=1.0,
+            hold=timedelta(seconds=server.lease_seconds),
+        )
+        if "callback" not in self.dispatcher.sinks:
+            guard = OutboundGuard(server.allow_internal_targets)
+            sink = CallbackSink(self.store, self.clock, server.secret_key, guard=guard)
+            self.add_sink("callback", sink)
+        self.calls = HeldCalls(
+            config, self.store, self.connectors, self.clock, self.ids, wake=self.wake
+        )
+        self.listener: PgListener | None = None
+        self._started = False
+
+    def wake(self) -> None:
+        """Runs may be ready (and a decision may have queued chat messages)."""
+        self.workers.wake()
+        self.dispatcher.wake()
+
+    def _reads_only(self, node: Node) -> bool:
+        """Whether ``node`` calls a connector action declared ``kind: read``."""
+        if node.type != NodeType.CONNECTOR:
+            return False
+        connector = self.config.connectors.get(node.connector or "")
+        action = connector.actions.get(node.action or "") if connector is not None else None
+        return action is not None and action.kind == ActionKind.READ
+
+    def wake_outbox(self) -> None:
+        self.dispatcher.wake()
+
+    def add_sink(self, platform: str, sink: Sink) -> None:
+        """Front ends register how their platform's messages are delivered."""
+        self.dispatcher.sinks[platform] = sink
+
+    async def start(self) -> None:
+        """Start the background work: run workers and the expiry sweeper."""
+        if self.db_clock is not None:
+            await self.db_clock.sync()
+            self.db_clock.start()
+        if not self.db.is_sqlite:
+            # Listening before the workers' first claim: the listener's catch-up wake-up then
+            # comes before that claim, not after it (where it would say runs may be queued
+            # when none is). A listener that cannot connect is not waited for: polling goes on.
+            self.listener = PgListener(self.db.url, self.workers.wake, self.dispatcher.wake)
+            self.listener.start()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.listener.first_attempt.wait(), LISTEN_WAIT_SECONDS)
+        self.workers.start()
+        self.sweeper.start()
+        self.dispatcher.start()
+        self._started = True
+
+    async def stop(self) -> None:
+        if self._started:
+            if self.listener is not None:
+                await self.listener.stop()
+            await self.sweeper.stop()
+            await self.workers.stop()
+            if self.db_clock is not None:
+                await self.db_clock.stop()
+            await self.dispatcher.stop()
+            self._started = False
+        await self.connectors.close()
+        if self._own_sampler is not None:
+            await self._own_sampler.close()
+        await self.db.dispose()
+
+    async def start_run(
+        self,
+        workflow: str,
+        input: dict[str, Any],
+        who: Principal,
+        *,
+        idempotency_key: str | None = None,
+        agent: str | None = None,
+    ) -> tuple[Run, bool]:
+        """Queue a run of ``workflow``; the same idempotency key returns the same run."""
+        if who.role not in (Role.AGENT, Role.ADMIN, Role.APPROVER):
+            raise InvalidRequest("unknown role")
+        agent = acting_agent(who, agent)  # Forbidden for another agent's name
+        if is_call_workflow(workflow):  # a held call started as a run would skip its policy
+            raise InvalidRequest("held calls are made through POST /v1/calls, not as runs")
+        await self.workflows.get(workflow)  # NotFound for an unknown workflow
+        offer = self.workers.offer()  # with a slot free here, created claimed by this process
+        try:
+            run, created = await self.store.create_run(
+                NewRun(
+                    id=self.ids.new_id(),
+                    workflow=workflow,
+                    input=input,
+                    requested_by=who.name,
+                    agent=agent,
+                    idempotency_key=idempotency_key,
+                    adopt=offer,
+                ),
+                self.clock.now(),
+            )
+            if offer is not None:
+                offer.run_id = run.id if created else None
+        finally:
+            self.workers.settle(offer)
+        if created and offer is None:
+            self.workers.wake()  # a new run queues no chat message
+        return run, created
+
+    def principal_for_person(self, person: str) -> Principal:
+        """A person from ``people:`` acting in chat or on the web page."""
+        return person_principal(self.config, person)
+
+
+def build_sampler(config: AppConfig) -> OpenAICompatibleSampler | None:
+    """The LLM client for ``llm:``, or None when no LLM is configured."""
+    llm = config.llm
+    if not llm.enabled:
+        return None
+    return OpenAICompatibleSampler(
+        llm.base_url, llm.model, llm.api_key, llm.timeout_seconds, llm.max_retries
+    )
+
+
+def build_connectors(config: AppConfig, store: SqlStore, clock: Clock) -> dict[str, Connector]:
+    out: dict[str, Connector] = {}
+    for name, c in config.connectors.items():
+        if c.type == "demo-ledger":
+            out[name] = DemoLedger(name, store, clock)
+        elif c.type == "http":
+            out[name] = HttpConnector(
+                name,
+                c.base_url or "",
+                actions={
+                    a: (spec.method or "POST", spec.path or "/" + a)
+                    for a, spec in c.actions.items()
+                },
+                headers=dict(c.headers),
+                timeout_seconds=c.timeout_seconds,
+            )
+        elif c.type == "python":
+            out[name] = PythonConnector(name, c.function or "")
+    return out
+
+
+def channels_of(values: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(values))

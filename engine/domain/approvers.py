@@ -1,0 +1,241 @@
+"""Who is acting, and who may decide: the one home of these rules.
+
+Every front end (REST API, web console, Slack, Teams, the CLI) asks here; none decides alone.
+
+- **Admins** are the people listed in ``admins:`` (people only; the config refuses groups
+  there). A credential acts as an admin only while its person is listed: an admin token whose
+  person was removed from ``admins:`` acts as an approver from its next request on, and
+  ``signoff token create --role admin`` refuses a person who is not listed.
+- **The acting agent** of a run or held call is the calling token's own name. A body ``agent``
+  may only narrow it: it must be the token's name or a sub-name ``<token name>/<sub>`` (one
+  agent token serving several bots). Naming anything else is refused (403) before anything is
+  stored, so an agent cannot borrow another agent's gate settings.
+- **Ratings** (feedback on steps) come from people only, never from agents.
+- **Operator takeovers** of a run may be opened, and decided, only by the run's own deciders
+  (``run_deciders``) and by admins; a request cannot appoint deciders beyond them.
+- **Admin override**: an admin may decide any pending request of a run even when not among its
+  approvers (recorded as ``{"override": "admin"}`` on the journal event and on the request);
+  the four-eyes rules still hold (no deciding one's own run, nor the call of an agent acting
+  for oneself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from engine.domain.errors import Forbidden
+from engine.domain.model import ApiToken, Principal, Role, TakeoverRequest, Workflow
+
+if TYPE_CHECKING:  # engine.config asks ``is_admin`` too
+    from engine.config import AppConfig
+
+ADMIN_OVERRIDE = "admin"
+"""The ``override`` value journaled when an admin decides a request they are not an approver of."""
+
+SUB_AGENT = "/"  # separates a token's name from a sub-agent's: ``billing-bot/refunds``
+
+
+# -- admins --------------------------------------------------------------------------------------
+
+
+def is_admin(config: AppConfig, person: str | None) -> bool:
+    """Whether ``person`` is an admin: listed in ``admins:``. Tokens without a person never are."""
+    return person is not None and person in config.admins
+
+
+def acting_role(config: AppConfig, role: Role, person: str | None) -> Role:
+    """The role a credential acts with now: an admin credential whose person is not (or no
+    longer) an admin acts as an approver."""
+    if role == Role.ADMIN and not is_admin(config, person):
+        return Role.APPROVER
+    return role
+
+
+def person_principal(config: AppConfig, person: str) -> Principal:
+    """A person from ``people:`` acting in chat or on the web page."""
+    role = Role.ADMIN if is_admin(config, person) else Role.APPROVER
+    return Principal(name=person, role=role, person=person)
+
+
+def token_principal(config: AppConfig, token: ApiToken) -> Principal:
+    """Who acts through ``token`` (REST API, console session), its role checked now."""
+    role = acting_role(config, token.role, token.person)
+    if token.person is not None:
+        return Principal(name=token.person, role=role, person=token.person, token=token.name)
+    return Principal(name=f"token:{token.name}", role=role, token=token.name)
+
+
+def admin_token_problem(config: AppConfig, person: str | None) -> str | None:
+    """Why an admin token for ``person`` may not be created, or None."""
+    if person is None:
+        return "an admin token needs --person, someone listed in admins:"
+    if not is_admin(config, person):
+        listed = ", ".join(config.admins) or "nobody"
+        return f"--person {person!r} is not in admins: (admins: {listed})"
+    return None
+
+
+# -- the acting agent ----------------------------------------------------------------------------
+
+
+def acting_agent(who: Principal, claimed: str | None) -> str | None:
+    """The agent a run or call is recorded under: the token's own name, or the sub-name the
+    body's ``agent`` narrows it to. ``Forbidden`` when ``claimed`` names another agent."""
+    own = who.token
+    if claimed is None or claimed == "":
+        return own if who.role == Role.AGENT else None
+    if own is not None and (claimed == own or _is_sub_name(claimed, own)):
+        return claimed
+    if own is None:
+        raise Forbidden(f"agent {claimed!r}: only an API token can name an agent")
+    raise Forbidden(
+        f"agent {claimed!r} is not this token's agent: use {own!r} or a sub-name "
+        f"{own}{SUB_AGENT}<name> (or leave agent out)"
+    )
+
+
+def _is_sub_name(claimed: str, own: str) -> bool:
+    prefix = own + SUB_AGENT
+    return claimed.startswith(prefix) and len(claimed) > len(prefix)
+
+
+def agent_layers(agent: str) -> tuple[str, ...]:
+    """The agent names whose settings apply to ``agent``, least specific first: a sub-agent
+    ``bot/refunds`` gets ``bot``'s settings, then its own on top."""
+    head, sep, _ = agent.partition(SUB_AGENT)
+    return (head, agent) if sep and head else (agent,)
+
+
+# -- ratings -------------------------------------------------------------------------------------
+
+
+def rating_refusal(who: Principal) -> str | None:
+    """Why ``who`` may not rate a step, or None: only people rate, never agents."""
+    if who.role == Role.AGENT:
+        return "agents cannot rate steps; only people can"
+    if who.person is None:
+        return "only people can rate steps, and this token is not tied to a person"
+    return None
+
+
+# -- deciding requests ---------------------------------------------------------------------------
+
+
+def session_person(config: AppConfig, session: str | None) -> str | None:
+    """The person a call's ``session`` names: their name, email, Slack or Teams id."""
+    if not session:
+        return None
+    for person in config.people.values():
+        if session in (person.name, person.email, person.slack, person.teams):
+            return person.name
+    return None
+
+
+# The verb as a refusal says it: "you started this run, so you cannot deny it".
+_DOING = {
+    "grant": "approve it",
+    "takeover": "take it over",
+    "deny": "deny it",
+    "release": "release it",
+}
+
+
+def decision_refusal(
+    config: AppConfig, request: TakeoverRequest, who: Principal, verb: str = "grant"
+) -> str | None:
+    """Why ``who`` may not ``verb`` (grant, takeover, deny, release) ``request``, or None when
+    they may. The sentence names the verb: "you cannot deny it". Releasing a granted request
+    is ``release_refusal``'s rule."""
+    if who.role == Role.AGENT:
+        return "agents cannot decide approval requests"
+    if verb == "release" and request.decided_by is not None:
+        return release_refusal(request, who)
+    doing = _DOING.get(verb, "decide it")
+    if not request.allow_self_approval and request.requested_by in (who.name, who.person):
+        return f"you started this run, so you cannot {doing}"
+    if not request.approvers or (who.person is not None and who.person in request.approvers):
+        return None
+    if who.is_admin and who.person is not None:
+        own = session_person(config, _text(request.details.get("session")))
+        if own == who.person:
+            return f"the agent acts for you, so you cannot {doing}"
+        return None  # an admin override
+    return "you are not an approver for this request"
+
+
+def release_refusal(request: TakeoverRequest, who: Principal) -> str | None:
+    """Who may release (or answer) a run taken over: the person who took it over (the run waits
+    for their work), or an admin (journaled as such). Not another approver: the card says the
+    run waits until the taker, or an admin, releases it."""
+    if who.role == Role.AGENT:
+        return "agents cannot decide approval requests"
+    taker = request.decided_by
+    if taker is None or who.is_admin or taker in (who.name, who.person):
+        return None
+    return f"{taker} took this run over, so only they or an admin can release it"
+
+
+def releases_freely(request: TakeoverRequest, who: Principal) -> bool:
+    """Whether ``who`` may release a granted request: ``release_refusal`` has no objection."""
+    return request.decided_by is not None and release_refusal(request, who) is None
+
+
+def override_of(request: TakeoverRequest, who: Principal) -> str | None:
+    """``ADMIN_OVERRIDE`` when ``who`` (allowed to decide ``request``) decides it as an admin
+    rather than as one of its approvers; None otherwise."""
+    if not request.approvers or who.person in request.approvers:
+        return None
+    return ADMIN_OVERRIDE if who.is_admin else None
+
+
+# -- operator takeovers --------------------------------------------------------------------------
+
+
+def run_deciders(config: AppConfig, workflow: Workflow | None) -> tuple[str, ...] | None:
+    """The people who decide for a run of ``workflow``: the approvers and escalation targets its
+    nodes name, else the project's default approvers, plus the gate's; None when nothing names
+    anyone (then any approver decides, as for a request without approvers)."""
+    named: list[str] = []
+    if workflow is not None:
+        for node in workflow.nodes:
+            named += [*node.approvers, *node.escalate_to]
+    if not named:
+        named += config.approvers
+    if named:
+        named += config.gate.approvers
+    people = config.expand_people(named)
+    return people or None
+
+
+def takeover_deciders(
+    config: AppConfig,
+    deciders: tuple[str, ...] | None,
+    who: Principal,
+    asked: Iterable[str],
+) -> tuple[str, ...]:
+    """The approvers of an operator takeover that ``who`` opens on a run whose deciders are
+    ``deciders`` (``run_deciders``), with ``asked`` the people the request names (groups
+    expanded). ``Forbidden`` when ``who`` may not open it or ``asked`` goes beyond the run."""
+    if who.role == Role.AGENT:
+        raise Forbidden("agents cannot request a takeover")
+    asked = tuple(dict.fromkeys(asked))
+    if deciders is None:
+        return asked
+    if not who.is_admin and (who.person is None or who.person not in deciders):
+        raise Forbidden(
+            f"{who.name} is not an approver of this run, so cannot take it over "
+            f"(its approvers: {', '.join(deciders)}; admins may too)"
+        )
+    allowed = (*deciders, *config.admins)
+    outside = [p for p in asked if p not in allowed]
+    if outside:
+        raise Forbidden(
+            f"approvers: {', '.join(outside)} may not decide this run; a takeover request can "
+            f"only name the run's approvers ({', '.join(deciders)}) or admins"
+        )
+    return asked or deciders
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None

@@ -1,0 +1,127 @@
+"""Every error Signoff raises on purpose, in one tree.
+
+    SignoffError
+    ├── ConfigError                 bad app.yaml / workflow definition (carries problems: list[str])
+    ├── NotFound                    a run, request, workflow, token ... does not exist
+    ├── Unauthorized                no or bad credentials
+    ├── Forbidden                   authenticated, but not allowed (not an approver, self-approval)
+    ├── InvalidRequest              a request body or argument is wrong
+    ├── Conflict                    the state does not allow it
+    │   ├── TransitionRefused       a conditional UPDATE changed zero rows
+    │   │   └── AlreadyDecided      a takeover request was decided by someone else first
+    │   └── DuplicateVote           the same person granted twice toward a quorum
+    ├── Gone                        expired link or call
+    ├── NondeterminismError         the journal and the graph disagree on replay
+    ├── StepError                   a step failed (connector, tool, LLM); retried or fails the run
+    │   ├── ConnectorError
+    │   └── ExpressionLimit         a workflow expression went past a limit; never retried
+    └── StoreError                  the database could not be reached or answered wrongly
+
+The REST API maps each type to one HTTP status and one ``error`` code in ``bot/api/errors.py``.
+Driver errors are translated at the store adapter (``raise StoreError(...) from exc``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SignoffError(Exception):
+    """The root of every error Signoff raises on purpose."""
+
+    code = "error"
+
+    def __init__(self, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.fields = fields
+
+
+class ConfigError(SignoffError):
+    """A configuration or workflow definition is invalid; ``problems`` holds one line each,
+    every line starting with the YAML path of the bad key."""
+
+    code = "invalid_config"
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems) if problems else "invalid configuration")
+        self.problems = problems
+
+
+class NotFound(SignoffError):
+    code = "not_found"
+
+
+class Unauthorized(SignoffError):
+    code = "unauthorized"
+
+
+class Forbidden(SignoffError):
+    code = "forbidden"
+
+
+class InvalidRequest(SignoffError):
+    code = "invalid_request"
+
+
+class Conflict(SignoffError):
+    code = "conflict"
+
+
+class TransitionRefused(Conflict):
+    """A status transition matched zero rows: the row is not in an allowed source status."""
+
+    code = "invalid_transition"
+
+    def __init__(self, message: str, *, current: str | None = None, **fields: Any) -> None:
+        super().__init__(message, status=current, **fields)
+        self.current = current
+
+
+class AlreadyDecided(TransitionRefused):
+    """Someone else decided this takeover request first (or it expired)."""
+
+    code = "already_decided"
+
+    def __init__(
+        self, message: str, *, current: str | None = None, decided_by: str | None = None
+    ) -> None:
+        super().__init__(message, current=current, decided_by=decided_by)
+        self.decided_by = decided_by
+
+
+class DuplicateVote(Conflict):
+    code = "duplicate_vote"
+
+
+class Gone(SignoffError):
+    code = "gone"
+
+
+class NondeterminismError(SignoffError):
+    """The journal records a step that the current graph does not have at that point."""
+
+    code = "nondeterminism"
+
+
+class StepError(SignoffError):
+    """A step failed. ``retryable`` says whether running it again may help."""
+
+    code = "step_failed"
+
+    def __init__(self, message: str, *, retryable: bool = False, **fields: Any) -> None:
+        super().__init__(message, **fields)
+        self.retryable = retryable
+
+
+class ConnectorError(StepError):
+    code = "connector_failed"
+
+
+class ExpressionLimit(StepError):
+    """A workflow expression went past one of ``engine/domain/expression_limits.py``'s limits; the
+    message starts ``expression limit: `` and says which. Running it again cannot help."""
+
+
+class StoreError(SignoffError):
+    code = "store_unavailable"

@@ -1,0 +1,81 @@
+"""Which chat messages an event causes. The outbox rows name what to render (a request, a
+notice and its data); dispatchers render the current state when they deliver, per platform.
+Dedupe keys make a repeated event (a retried transaction, a replayed step) queue nothing new."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from engine.domain.model import OutboxMessage, TakeoverRequest
+
+WEB = "web"  # the approval page needs no delivery
+
+
+def _deliverable(channels: Iterable[str]) -> list[str]:
+    return [c for c in dict.fromkeys(channels) if c != WEB]
+
+
+def new_card(request: TakeoverRequest) -> list[OutboxMessage]:
+    return [
+        OutboxMessage(
+            channel=channel,
+            kind="card",
+            dedupe_key=f"card:{request.id}:{channel}",
+            payload={"requestId": request.id},
+            run_id=request.run_id,
+            request_id=request.id,
+        )
+        for channel in _deliverable(request.channels)
+    ]
+
+
+def card_changed(request: TakeoverRequest) -> list[OutboxMessage]:
+    """After a decision or expiry: update the card in place and post a notice in the thread."""
+    state = f"{request.status.value}:{len(request.votes)}"
+    notice = "expired" if request.status.value == "expired" else "decision"
+    out: list[OutboxMessage] = []
+    for channel in _deliverable(request.channels):
+        out.append(
+            OutboxMessage(
+                channel=channel,
+                kind="card_update",
+                dedupe_key=f"update:{request.id}:{channel}:{state}",
+                payload={"requestId": request.id},
+                run_id=request.run_id,
+                request_id=request.id,
+            )
+        )
+        out.append(
+            OutboxMessage(
+                channel=channel,
+                kind="notice",
+                dedupe_key=f"notice:{notice}:{request.id}:{channel}:{state}",
+                payload={"notice": notice, "requestId": request.id},
+                run_id=request.run_id,
+                request_id=request.id,
+            )
+        )
+    return out
+
+
+def notice(
+    channels: Sequence[str],
+    run_id: str,
+    kind: str,
+    key: str,
+    data: dict[str, Any],
+    request_id: str | None = None,
+) -> list[OutboxMessage]:
+    """A thread notice (step result, confidence, reminder, escalation) into each channel."""
+    return [
+        OutboxMessage(
+            channel=channel,
+            kind="notice",
+            dedupe_key=f"notice:{kind}:{key}:{channel}",
+            payload={"notice": kind, **data},
+            run_id=run_id,
+            request_id=request_id,
+        )
+        for channel in _deliverable(channels)
+    ]

@@ -1,0 +1,203 @@
+"""Which held-call decision a call gets: ``allow``, ``ask`` or ``block``.
+
+Order, first match wins: the project's rules (``policies:``), then the connector's own rules,
+then ``sensitive: true`` on the connector (holds everything left), then ``policy.defaultMode``
+(``allow_all``: allow; ``risk``: reads allow, writes and destructive actions ask).
+
+A rule matches when its ``connector`` and ``action`` globs match (``fnmatch.fnmatchcase``: whole
+name, case-sensitive) and every condition matches. A condition reads ``arg``, a dot path into the
+arguments (``to``, ``recipients.0``, ``order.lines.2.sku``; a number indexes a list), and compares
+it with ``match``:
+
+* a glob matches the whole text (``fnmatchcase``);
+* ``re:<pattern>`` is a regular expression with ``re.search`` semantics: it matches anywhere in
+  the text unless anchored (write ``re:^...$`` for a whole-text match);
+* a string is compared as it is; a number, boolean, null or mapping through its canonical JSON
+  (``5``, ``true``, ``null``, ``{"a":1}``);
+* a list is compared element by element (each element as above): the condition holds when
+  *every* element matches, so ``{arg: to, match: "re:^[^@,;\\s]+@example\\.com$"}`` holds
+  for ``["a@example.com", "b@example.com"]`` and not when one address is elsewhere;
+* ``negate: true`` inverts the comparison (on a list: it holds when *any* element does not
+  match) -- but a *missing* argument never matches, negated or not: a rule cannot be satisfied
+  by leaving an argument out. An empty list is treated like a missing argument.
+
+A glob's ``*`` matches any character, commas and spaces included: ``*@example.com`` matches the
+single string ``"x@evil.test,a@example.com"``. A pattern meant for one address must say so
+(``re:^[^@,;\\s]+@example\\.com$``, as ``app.yaml`` ships). Because a list condition needs
+every element, a ``block`` rule meant to catch *any* bad element is written negated, over the
+elements that are fine: ``{arg: to, match: "re:^(?!.*@evil\\.example$)", negate: true}``.
+
+Malformed rules fail closed. A malformed rule whose target (connector and action globs) matches
+the call is not evaluated further (its conditions may be incomplete); it sets a floor under the
+outcome: ``block`` -> block, ``allow`` -> ask (never allowed), ``ask`` -> ask, an unreadable
+decision -> block. Evaluation then goes on as if the rule were absent, and the stricter of the
+floor and that outcome wins, so a typo can only make a call stricter, never open the gate. A
+malformed rule whose target cannot be read has the target ``*``/``*``: it matches every call.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from engine.config import ActionKind, AppConfig, Condition, ConnectorConfig, Decision, PolicyMode
+from engine.config.policies import MAX_CONDITIONS, Rule
+from engine.domain.binding import canonical_json
+
+__all__ = ["PolicyDecision", "evaluate_policy", "rule_label"]
+
+_STRICTNESS = {Decision.ALLOW: 0, Decision.ASK: 1, Decision.BLOCK: 2}
+_MISSING = object()
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyDecision:
+    """The outcome for one call. ``rule`` names what decided: a rule's ``name`` or YAML path,
+    ``connectors.<name>.sensitive`` or ``policy.defaultMode``."""
+
+    decision: Decision
+    rule: str
+    reason: str
+    approvers: tuple[str, ...] = ()  # as the rule names them (people and groups)
+    channels: tuple[str, ...] = ()
+    timeout_minutes: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``policy`` part of a ``policy_evaluated`` event and of the request details."""
+        return {"decision": self.decision.value, "rule": self.rule, "reason": self.reason}
+
+
+def rule_label(rule: Rule) -> str:
+    return rule.name or rule.path
+
+
+def evaluate_policy(
+    config: AppConfig,
+    connector: ConnectorConfig,
+    action: str,
+    args: Mapping[str, Any],
+) -> PolicyDecision:
+    """Decide one call of ``connector.action`` with ``args`` (see the module docstring)."""
+    floor: PolicyDecision | None = None
+    for rule in (*config.policies, *connector.policies):
+        if not _target_matches(rule, connector.name, action):
+            continue
+        if _unsound(rule):
+            floor = _stricter(floor, _fail_closed(rule))
+            continue
+        if all(_condition_matches(c, args) for c in rule.conditions):
+            assert rule.decision is not None  # a sound rule has one
+            found = PolicyDecision(
+                decision=rule.decision,
+                rule=rule_label(rule),
+                reason=f"rule {rule_label(rule)} says {rule.decision.value}",
+                approvers=rule.approvers,
+                channels=rule.channels,
+                timeout_minutes=rule.timeout_minutes,
+            )
+            return _with_floor(found, floor)
+    return _with_floor(_fallback(config, connector, action), floor)
+
+
+def _read_arg(args: Any, path: str) -> Any:
+    """The value at a dot path, or ``_MISSING``. A number indexes a list (from 0)."""
+    current = args
+    for part in path.split("."):
+        if isinstance(current, Mapping):
+            if part not in current:
+                return _MISSING
+            current = current[part]
+        elif isinstance(current, list) and part.isdigit() and int(part) < len(current):
+            current = current[int(part)]
+        else:
+            return _MISSING
+    return current
+
+
+def _target_matches(rule: Rule, connector: str, action: str) -> bool:
+    return fnmatch.fnmatchcase(connector, rule.connector) and fnmatch.fnmatchcase(
+        action, rule.action
+    )
+
+
+def _unsound(rule: Rule) -> bool:
+    """Malformed as loaded, or something the loader should have refused (defence in depth)."""
+    return (
+        rule.malformed is not None
+        or rule.decision is None
+        or len(rule.conditions) > MAX_CONDITIONS
+        or any(c.is_regex and c.regex is None for c in rule.conditions)
+    )
+
+
+def _fail_closed(rule: Rule) -> PolicyDecision:
+    decision = {
+        Decision.BLOCK: Decision.BLOCK,
+        Decision.ASK: Decision.ASK,
+        Decision.ALLOW: Decision.ASK,
+        None: Decision.BLOCK,
+    }[rule.decision]
+    why = (rule.malformed or "invalid rule").split("\n")[0]
+    return PolicyDecision(
+        decision=decision,
+        rule=rule_label(rule),
+        reason=f"rule {rule_label(rule)} is malformed ({why}); failing closed: {decision.value}",
+        approvers=rule.approvers,
+        channels=rule.channels,
+        timeout_minutes=rule.timeout_minutes,
+    )
+
+
+def _condition_matches(condition: Condition, args: Mapping[str, Any]) -> bool:
+    value = _read_arg(args, condition.arg)
+    if value is _MISSING or value == []:
+        return False  # never, even negated
+    if isinstance(value, list):
+        hit = all(_value_matches(condition, element) for element in value)
+    else:
+        hit = _value_matches(condition, value)
+    return hit != condition.negate
+
+
+def _value_matches(condition: Condition, value: Any) -> bool:
+    text = value if isinstance(value, str) else canonical_json(value)
+    if condition.regex is not None:
+        return condition.regex.search(text) is not None
+    return fnmatch.fnmatchcase(text, condition.match)
+
+
+def _fallback(config: AppConfig, connector: ConnectorConfig, action: str) -> PolicyDecision:
+    if connector.sensitive:
+        return PolicyDecision(
+            decision=Decision.ASK,
+            rule=f"connectors.{connector.name}.sensitive",
+            reason=f"connector {connector.name} is sensitive: every call no rule decided is held",
+        )
+    mode = config.policy.default_mode
+    if mode == PolicyMode.ALLOW_ALL:
+        return PolicyDecision(
+            decision=Decision.ALLOW, rule="policy.defaultMode", reason="no rule matched (allow_all)"
+        )
+    spec = connector.actions.get(action)
+    kind = spec.kind if spec is not None else ActionKind.DESTRUCTIVE  # unknown: assume the worst
+    decision = Decision.ALLOW if kind == ActionKind.READ else Decision.ASK
+    return PolicyDecision(
+        decision=decision,
+        rule="policy.defaultMode",
+        reason=f"no rule matched (risk mode: a {kind.value} action is "
+        + ("run)" if decision == Decision.ALLOW else "held)"),
+    )
+
+
+def _stricter(a: PolicyDecision | None, b: PolicyDecision) -> PolicyDecision:
+    if a is None or _STRICTNESS[b.decision] > _STRICTNESS[a.decision]:
+        return b
+    return a
+
+
+def _with_floor(found: PolicyDecision, floor: PolicyDecision | None) -> PolicyDecision:
+    if floor is None or _STRICTNESS[found.decision] >= _STRICTNESS[floor.decision]:
+        return found
+    return floor

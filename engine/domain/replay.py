@@ -1,0 +1,165 @@
+"""What a run's journal says, indexed for replay: each step's events, the order steps were
+started in (the nondeterminism check), and the outcome of every takeover request."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.domain.model import (
+    JournalEntry,
+    JournalEvent,
+    NewEvent,
+    Node,
+    NodeType,
+    TakeoverKind,
+    TimeoutBehavior,
+    Workflow,
+)
+
+
+@dataclass
+class StepHistory:
+    """Everything the journal says about one step."""
+
+    started: JournalEntry | None = None
+    events: list[JournalEntry] = field(default_factory=list)
+
+    def last(self, event: JournalEvent) -> JournalEntry | None:
+        for entry in reversed(self.events):
+            if entry.event == event:
+                return entry
+        return None
+
+    def count(self, event: JournalEvent, **match: Any) -> int:
+        return sum(
+            1
+            for e in self.events
+            if e.event == event and all(e.data.get(k) == v for k, v in match.items())
+        )
+
+
+OUTCOMES = {
+    JournalEvent.TAKEOVER_RELEASED: "approved",
+    JournalEvent.TAKEOVER_DENIED: "denied",
+    JournalEvent.TAKEOVER_EXPIRED: "expired",
+    JournalEvent.TAKEOVER_CANCELLED: "cancelled",
+}
+
+
+class JournalIndex:
+    """One pass over a journal; the interpreter asks it instead of scanning events."""
+
+    def __init__(self, journal: list[JournalEntry]) -> None:
+        self.steps: dict[str, StepHistory] = {}
+        self.started_order: list[JournalEntry] = []
+        self.outcomes: dict[str, tuple[str, JournalEntry]] = {}
+        self.manual: list[JournalEntry] = []  # requests that park a run before a step
+        self.grant_notes: dict[str, Any] = {}
+        for entry in journal:
+            request_id = entry.data.get("requestId")
+            if entry.event in OUTCOMES and request_id:
+                self.outcomes[request_id] = (OUTCOMES[entry.event], entry)
+            if entry.event == JournalEvent.TAKEOVER_GRANTED and request_id:
+                self.grant_notes[request_id] = entry.data.get("notes")
+            if entry.event == JournalEvent.TAKEOVER_REQUESTED and entry.data.get("kind") in (
+                TakeoverKind.MANUAL.value,
+                TakeoverKind.POLICY.value,
+            ):
+                self.manual.append(entry)
+            if entry.step_id is None:
+                continue
+            step = self.steps.get(entry.step_id)
+            if step is None:
+                step = self.steps[entry.step_id] = StepHistory()
+            if entry.event == JournalEvent.STEP_STARTED and step.started is None:
+                step.started = entry
+                self.started_order.append(entry)
+            step.events.append(entry)
+
+    def verdict(self, requested: JournalEntry) -> tuple[bool, dict[str, Any]] | None:
+        """(approved?, output) once the request has an outcome; None while it is open."""
+        request_id = requested.data["requestId"]
+        found = self.outcomes.get(request_id)
+        if found is None:
+            return None
+        outcome, entry = found
+        data: dict[str, Any] = {"requestId": request_id, "outcome": outcome}
+        if outcome == "approved":
+            data.update(approved=True, by=entry.data.get("by"))
+            data["notes"] = self.grant_notes.get(request_id)
+            return True, data
+        if outcome == "expired" and entry.data.get("behavior") == TimeoutBehavior.AUTO_APPROVE:
+            data.update(approved=True, by="timeout (auto-approve)")
+            return True, data
+        data.update(approved=False, by=entry.data.get("by"), notes=entry.data.get("notes"))
+        return False, data
+
+
+def follow(workflow: Workflow, node: Node, branch: str | None) -> Node | None:
+    """The node after ``node``, given the branch its step took."""
+    if branch == "onDeny" and node.on_deny:
+        return workflow.node(node.on_deny)
+    return workflow.successor(node)
+
+
+def decided_approval(workflow: Workflow, journal: list[JournalEntry]) -> list[NewEvent]:
+    """The events a replay commits first when the journal ends with a decided approval node
+    that an action step follows: the approval step's completion and the action's
+    ``step_started``. ``[]`` whenever anything else could come first (a manual takeover, a
+    denial that fails the run, a child run, the end of the workflow, a journal that does not
+    match the graph): the replay decides those itself."""
+    index = JournalIndex(journal)
+    if index.manual:
+        return []
+    node = workflow.nodes[0] if workflow.nodes else None
+    for visited, _ in enumerate(workflow.nodes):  # at most once per node on the way
+        if node is None:
+            return []
+        if visited < len(index.started_order):
+            recorded = index.started_order[visited]
+            if recorded.step_id != node.id or recorded.data.get("nodeType") != node.type:
+                return []
+        step = index.steps.get(node.id, StepHistory())
+        completed = step.last(JournalEvent.STEP_COMPLETED)
+        if completed is None:
+            break
+        node = follow(workflow, node, completed.data.get("branch"))
+    else:
+        return []
+    if node is None or node.type != NodeType.APPROVAL:
+        return []
+    requested = step.last(JournalEvent.TAKEOVER_REQUESTED)
+    verdict = index.verdict(requested) if requested is not None else None
+    if verdict is None:
+        return []
+    approved, data = verdict
+    branch = None if approved else "onDeny"
+    after = follow(workflow, node, branch) if approved or node.on_deny else None
+    if after is None or after.type in (NodeType.APPROVAL, NodeType.WORKFLOW):
+        return []
+    if after.id in index.steps:
+        return []
+    return [
+        NewEvent(JournalEvent.STEP_COMPLETED, node.id, {"output": data, "branch": branch}),
+        NewEvent(JournalEvent.STEP_STARTED, after.id, {"nodeType": after.type.value}),
+    ]
+
+
+def default_reason(node: Node, kind: TakeoverKind) -> str:
+    if kind == TakeoverKind.GATE:
+        return f"Low confidence before {node.type.value} step {node.id}"
+    return f"Approval required at {node.id}"
+
+
+def denial_text(data: dict[str, Any]) -> str:
+    outcome = data.get("outcome", "denied")
+    text = f"{outcome}" + (f" by {data['by']}" if data.get("by") else "")
+    return text + (f": {data['notes']}" if data.get("notes") else "")
+
+
+def brief(value: Any, limit: int = 2000) -> Any:
+    """Outputs travel in notices; keep them small there (the journal keeps them whole)."""
+    text = json.dumps(value, default=str)
+    return value if len(text) <= limit else text[:limit] + "…"

@@ -1,0 +1,311 @@
+"""Deciding takeover requests: who may, and what each decision does.
+
+Every front end (REST API, Slack buttons, Teams invokes, the web page) calls these methods with
+the acting ``Principal``; authorization happens here, once, for all of them, by the rules of
+``engine.domain.approvers`` (approvers, admin overrides, who may open a takeover). The store applies
+each decision as one conditional UPDATE, so double clicks and races yield exactly one decision.
+A decision is authorized inside its own transaction, on the request row the UPDATE returns (or,
+when it matched nothing, the row as it stands): a refusal rolls the decision back, and no
+separate read comes first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from engine.config import AppConfig, parse_config
+from engine.domain import notify
+from engine.domain.approvers import (
+    decision_refusal,
+    override_of,
+    release_refusal,
+    run_deciders,
+    takeover_deciders,
+)
+from engine.domain.call_workflow import is_call_workflow
+from engine.domain.errors import Forbidden, InvalidRequest, NotFound
+from engine.domain.model import (
+    Principal,
+    Role,
+    Run,
+    TakeoverKind,
+    TakeoverRequest,
+    TakeoverStatus,
+    TimeoutBehavior,
+)
+from engine.ports import Clock, IdSource
+
+if TYPE_CHECKING:  # the store's own modules import rules from here
+    from engine.adapters.store import Adopt, SqlStore
+    from engine.services.context import WorkflowLookup
+    from engine.services.workers import Workers
+
+Override = dict[str, Any] | None
+"""What a decision's check returns: extra journal data for an admin override, or None."""
+
+MAX_TIMEOUT_MINUTES = 1440
+MAX_NOTES = 4000
+
+
+class Approvals:
+    def __init__(
+        self,
+        store: SqlStore,
+        clock: Clock,
+        ids: IdSource,
+        *,
+        wake: Callable[[], None] = lambda: None,  # runs were queued
+        wake_outbox: Callable[[], None] = lambda: None,
+        workers: Workers | None = None,
+        config: AppConfig | None = None,
+        workflows: WorkflowLookup | None = None,  # a run's deciders, a takeover's stepId
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.ids = ids
+        self.wake = wake
+        self.wake_outbox = wake_outbox
+        self.workers = workers
+        self.config = config if config is not None else parse_config("", {})
+        self.workflows = workflows  # a run's own deciders (``run_deciders``)
+
+    # -- authorization -------------------------------------------------------------------------
+
+    def refusal(self, request: TakeoverRequest, who: Principal, verb: str = "grant") -> str | None:
+        """Why ``who`` may not ``verb`` (grant, takeover, deny, release) ``request``, or None
+        when they may (``engine.domain.approvers``: approvers, admins as an override; the taker or
+        an admin releases)."""
+        return decision_refusal(self.config, request, who, verb)
+
+    def release_refusal(self, request: TakeoverRequest, who: Principal) -> str | None:
+        """Why ``who`` may not release ``request`` taken over (``engine.domain.approvers``)."""
+        return release_refusal(request, who)
+
+    def _authorize(self, request: TakeoverRequest, who: Principal, verb: str = "grant") -> None:
+        reason = self.refusal(request, who, verb)
+        if reason is not None:
+            raise Forbidden(reason, request_id=request.id)
+
+    def _decider(self, request: TakeoverRequest, who: Principal, verb: str) -> Override:
+        """Authorize ``who`` and say how they decide: ``{"override": "admin"}`` for an admin
+        who is not among the request's approvers (journaled and shown on the card), else
+        None."""
+        self._authorize(request, who, verb)
+        kind = override_of(request, who)
+        return None if kind is None else {"override": kind}
+
+    # -- decisions -----------------------------------------------------------------------------
+
+    async def grant(
+        self,
+        request_id: str,
+        who: Principal,
+        *,
+        notes: str | None = None,
+        sdp_offer: str | None = None,
+        release: bool = False,
+        run_id: str | None = None,
+    ) -> TakeoverRequest:
+        """``run_id``: the run the caller named with the request (a REST path); a request of
+        another run is not found."""
+        notes = _notes(notes)
+
+        def check(request: TakeoverRequest) -> Override:
+            _of_run(request, run_id)
+            return self._decider(request, who, "grant" if release else "takeover")
+
+        now = self.clock.now()  # the decision's time is its arrival, not its slot's
+        offer = await self._offer() if release else None
+        try:
+            after = await self.store.grant(
+                request_id,
+                who.name,
+                now,
+                notes=notes,
+                sdp_offer=sdp_offer,
+                release=release,
+                outbox=notify.card_changed,
+                adopt=offer,
+                check=check,
+            )
+        finally:
+            self._settle(offer)
+        # A vote or a grant without release hands nothing back; its card still changes.
+        self._woken(offer, after, handed_back=after.status == TakeoverStatus.RELEASED)
+        return after
+
+    async def deny(
+        self,
+        request_id: str,
+        who: Principal,
+        *,
+        notes: str | None = None,
+        run_id: str | None = None,
+    ) -> TakeoverRequest:
+        notes = _notes(notes)
+
+        def check(request: TakeoverRequest) -> Override:
+            _of_run(request, run_id)
+            override = self._decider(request, who, "deny")
+            if request.deny_reason_required and not (notes or "").strip():
+                raise InvalidRequest("a reason is required to deny this request")
+            return override
+
+        now = self.clock.now()
+        offer = await self._offer()
+        try:
+            after = await self.store.deny(
+                request_id,
+                who.name,
+                now,
+                notes=notes,
+                outbox=notify.card_changed,
+                adopt=offer,
+                check=check,
+            )
+        finally:
+            self._settle(offer)
+        self._woken(offer, after)
+        return after
+
+    async def release(
+        self, request_id: str, who: Principal, *, run_id: str | None = None
+    ) -> TakeoverRequest:
+        def check(request: TakeoverRequest) -> None:
+            _of_run(request, run_id)
+            self._authorize(request, who, "release")
+
+        now = self.clock.now()
+        offer = await self._offer()
+        try:
+            after = await self.store.release(
+                request_id,
+                who.name,
+                now,
+                admin=who.is_admin,
+                outbox=notify.card_changed,
+                adopt=offer,
+                check=check,
+            )
+        finally:
+            self._settle(offer)
+        self._woken(offer, after)
+        return after
+
+    # -- handing the run back ------------------------------------------------------------------
+    # A decision that puts a parked run back to work claims it for a free worker slot of this
+    # process in the same transaction (``Workers.offer_soon``: with all busy, the first to free
+    # within 0.1 s): the run resumes here at once, with no queue round trip. Without a slot
+    # it is queued and the workers are woken.
+
+    async def _offer(self) -> Adopt | None:
+        return await self.workers.offer_soon() if self.workers is not None else None
+
+    def _settle(self, offer: Adopt | None) -> None:
+        if self.workers is not None:
+            self.workers.settle(offer)
+
+    def _woken(
+        self, offer: Adopt | None, after: TakeoverRequest, *, handed_back: bool = True
+    ) -> None:
+        if handed_back and (offer is None or offer.run_id is None):
+            self.wake()  # the run was queued: a worker claims it
+        if notify.card_changed(after):
+            self.wake_outbox()  # the card's update goes out now
+
+    async def answer(self, request_id: str, who: Principal, sdp_answer: str) -> TakeoverRequest:
+        request = await self.store.get_takeover(request_id)
+        self._authorize(request, who, "release")  # the taker (or an admin) answers, as releases
+        return await self.store.record_sdp_answer(request_id, sdp_answer)
+
+    async def request(
+        self,
+        run_id: str,
+        who: Principal,
+        *,
+        reason: str,
+        step_id: str | None = None,
+        timeout_minutes: int = 30,
+        channels: Sequence[str] = (),
+        approvers: Sequence[str] = (),
+    ) -> TakeoverRequest:
+        """An operator takes over a queued or running run: it parks before ``step_id`` (or,
+        without one, before the first step not yet started when the request is made) until
+        the request is released. A ``step_id`` the run's workflow does not have is
+        ``NotFound``; one the run has already started is refused (``Conflict``, by the store,
+        in the transaction that would create the request). Only the run's own deciders and
+        admins may open it, and ``approvers`` may name only them (``takeover_deciders``)."""
+        if who.role == Role.AGENT:
+            raise Forbidden("agents cannot request a takeover")
+        if not 1 <= timeout_minutes <= MAX_TIMEOUT_MINUTES:
+            raise InvalidRequest(f"timeoutMinutes must be 1..{MAX_TIMEOUT_MINUTES}")
+        run = await self.store.get_run(run_id)
+        if step_id is not None:
+            await self._check_step(run.workflow, step_id)
+        approvers = takeover_deciders(self.config, await self._deciders(run), who, approvers)
+        now = self.clock.now()
+        request = TakeoverRequest(
+            id=self.ids.new_id(),
+            run_id=run_id,
+            step_id=step_id,
+            kind=TakeoverKind.MANUAL,
+            status=TakeoverStatus.PENDING,
+            reason=reason,
+            created_at=now,
+            expires_at=now + timedelta(minutes=timeout_minutes),
+            approvers=tuple(approvers),
+            allow_self_approval=True,  # the operator asked for it; they may release it
+            timeout_behavior=TimeoutBehavior.AUTO_APPROVE,
+            channels=tuple(channels),
+            requested_by=run.requested_by,
+            details={"workflow": run.workflow, "agent": run.agent, "requestedBy": who.name},
+        )
+        return await self.store.request_takeover(request, now, outbox=notify.new_card)
+
+    async def _check_step(self, workflow_name: str, step_id: str) -> None:
+        if self.workflows is None:
+            return
+        workflow = await self.workflows.get(workflow_name)
+        if not any(node.id == step_id for node in workflow.nodes):
+            steps = ", ".join(node.id for node in workflow.nodes)
+            raise NotFound(
+                f"workflow {workflow_name!r} has no step {step_id!r} (its steps: {steps})",
+                stepId=step_id,
+            )
+
+    async def _deciders(self, run: Run) -> tuple[str, ...] | None:
+        """Who decides for ``run``: its workflow's people, or (a held call) its request's."""
+        if is_call_workflow(run.workflow):
+            held = await self.store.call_request(run.id)
+            if held is not None and held.approvers:
+                return held.approvers
+            return run_deciders(self.config, None)
+        workflow = None
+        if self.workflows is not None:
+            try:
+                workflow = await self.workflows.get(run.workflow)
+            except NotFound:  # a stored workflow since removed: the project's approvers
+                workflow = None
+        return run_deciders(self.config, workflow)
+
+    async def cancel_run(self, run_id: str, who: Principal) -> list[TakeoverRequest]:
+        if not who.is_admin:
+            raise Forbidden("only an admin can cancel a run")
+        return await self.store.cancel_run(
+            run_id, who.name, self.clock.now(), outbox=notify.card_changed
+        )
+
+
+def _of_run(request: TakeoverRequest, run_id: str | None) -> None:
+    if run_id is not None and request.run_id != run_id:
+        raise NotFound("no such takeover request on this run")
+
+
+def _notes(notes: str | None) -> str | None:
+    if notes is None:
+        return None
+    if len(notes) > MAX_NOTES:
+        raise InvalidRequest(f"notes are limited to {MAX_NOTES} characters")
+    return notes

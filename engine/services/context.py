@@ -1,0 +1,47 @@
+"""What the interpreter needs from the outside, injected at startup."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from engine.adapters.connectors import ConnectorRegistry
+from engine.adapters.store import SqlStore
+from engine.domain.model import Node, Workflow
+from engine.ports import Clock, IdSource, Sampler, StepGate
+
+
+class WorkflowLookup(Protocol):
+    """Finds a workflow by name; implemented by
+    ``engine.services.workflow_source.WorkflowSource``."""
+
+    async def get(self, name: str) -> Workflow: ...
+
+    def fixed(self, name: str) -> Workflow | None:
+        """The workflow when it cannot change while the process runs (``app.yaml``'s), else
+        None."""
+
+
+@dataclass
+class Services:
+    """What the interpreter needs from the outside, injected at startup."""
+
+    store: SqlStore
+    workflows: WorkflowLookup
+    connectors: ConnectorRegistry
+    clock: Clock
+    ids: IdSource
+    expand_people: Callable[[Sequence[str]], tuple[str, ...]]
+    default_approvers: tuple[str, ...] = ()  # app.yaml `approvers:`: a node naming nobody
+    sampler: Sampler | None = None
+    gate: StepGate | None = None
+    wake: Callable[[], None] = lambda: None  # runs became ready
+    wake_outbox: Callable[[], None] = lambda: None  # chat messages were queued
+    stopping: Callable[[], bool] = lambda: False  # the process is shutting down
+    # How long a worker keeps trying to commit while the database is unreachable: its lease
+    # (``server.leaseSeconds``); after that another worker may hold the run.
+    lease_seconds: float = 30.0
+    # A connector action declared ``kind: read``: no side effect, so its ``step_started`` is
+    # committed with its result rather than before the call (a crash repeats a read, harmless).
+    reads_only: Callable[[Node], bool] = lambda node: False
