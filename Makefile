@@ -38,6 +38,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy --strict engine bot cards
+	$(VENV)/bin/lint-imports
 
 # Each benchmark's defaults finish in a few minutes. No benchmark at all is a failure, not a pass.
 # bench/peers.py runs last, with $(PEERS_VENV)'s python (see bench-peers).
