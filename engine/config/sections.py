@@ -14,8 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from engine.config.values import NAME_RE, Section, Substituted, join, type_name
-
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+from engine.domain.outbound import IPNetwork
 
 GATE_ENV = (
     "SIGNOFF_CONFIDENCE_GATE",

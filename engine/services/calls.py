@@ -51,7 +51,7 @@ from engine.domain.model import (
     TakeoverStatus,
     TimeoutBehavior,
 )
-from engine.domain.outbound import OutboundGuard
+from engine.domain.outbound import OutboundTargets
 from engine.domain.policy import PolicyDecision, evaluate_policy
 from engine.ports import Clock, IdSource
 
@@ -99,7 +99,7 @@ class HeldCalls:
         self.ids = ids
         self.wake = wake
         self.poll_seconds = poll_seconds
-        self.outbound = OutboundGuard(config.server.allow_internal_targets)
+        self.outbound = OutboundTargets(config.server.allow_internal_targets)
 
     async def submit(self, call: CallRequest, who: Principal) -> CallView:
         """Decide ``call`` and store what the decision needs. A ``block`` stores nothing."""
@@ -285,7 +285,7 @@ def _run_input(call: CallRequest, account: str | None) -> dict[str, Any]:
     return data
 
 
-def check_callback_url(url: str, guard: OutboundGuard) -> None:
+def check_callback_url(url: str, guard: OutboundTargets) -> None:
     """Callbacks are POSTed from the server, so only plain http(s) URLs are accepted (no
     credentials in them), and none that names an internal address (``engine.domain.outbound``; what
     a host name resolves to is checked again when the callback is sent)."""
