@@ -59,6 +59,7 @@ from engine.config.sections import (
     parse_webhooks,
 )
 from engine.config.values import Section, join, substitute, suggest, type_name
+from engine.domain.approvers import is_admin
 from engine.domain.errors import ConfigError
 from engine.domain.model import NodeType, Workflow
 from engine.domain.workflows import check_channel, parse_workflow
@@ -149,8 +150,6 @@ class AppConfig:
 
     def is_admin(self, person: str) -> bool:
         """``engine.domain.approvers.is_admin``: the one rule for who is an admin."""
-        from engine.domain.approvers import is_admin
-
         return is_admin(self, person)
 
     def workflow_problems(
