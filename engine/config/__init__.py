@@ -24,24 +24,16 @@ from typing import Any
 
 import yaml
 
-from engine.config.connectors import (
-    ActionConfig,
-    ActionKind,
-    ConnectorConfig,
-    ConnectorType,
-    parse_connectors,
-)
-from engine.config.policies import Condition, Decision, Rule, parse_rules, principal_checker
+from engine.config.connectors import ActionConfig, ConnectorConfig, ConnectorType, parse_connectors
+from engine.config.policies import parse_rules, principal_checker
 from engine.config.sections import (
     GATE_ENV,
     ApprovalsConfig,
     DatabaseConfig,
-    Estimator,
     GateConfig,
     LlmConfig,
     Person,
     PolicyConfig,
-    PolicyMode,
     ServerConfig,
     SlackConfig,
     TeamsConfig,
@@ -60,8 +52,10 @@ from engine.config.sections import (
 )
 from engine.config.values import Section, join, substitute, suggest, type_name
 from engine.domain.approvers import is_admin
+from engine.domain.confidence import Estimator
 from engine.domain.errors import ConfigError
 from engine.domain.model import NodeType, Workflow
+from engine.domain.policy_rules import ActionKind, Condition, Decision, PolicyMode, Rule
 from engine.domain.workflows import check_channel, parse_workflow
 
 __all__ = [

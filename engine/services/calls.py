@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from engine.adapters.connectors import ConnectorRegistry
 from engine.adapters.store import NewRun, SqlStore
-from engine.config import ActionConfig, AppConfig, Decision
+from engine.config import ActionConfig, AppConfig
 from engine.domain import notify
 from engine.domain.approvers import acting_agent, session_person
 from engine.domain.binding import binding_hash
@@ -53,6 +53,7 @@ from engine.domain.model import (
 )
 from engine.domain.outbound import OutboundTargets
 from engine.domain.policy import PolicyDecision, evaluate_policy
+from engine.domain.policy_rules import Decision
 from engine.ports import Clock, IdSource
 
 __all__ = ["BINDING_WINDOW", "CallRequest", "CallStatus", "CallView", "HeldCalls"]
