@@ -51,12 +51,12 @@ from engine.config.sections import (
     parse_webhooks,
 )
 from engine.config.values import Section, join, substitute, suggest, type_name
+from engine.config.workflows import check_channel, parse_workflow
 from engine.domain.approvers import is_admin
 from engine.domain.confidence import Estimator
 from engine.domain.errors import ConfigError
 from engine.domain.model import NodeType, Workflow
 from engine.domain.policy_rules import ActionKind, Condition, Decision, PolicyMode, Rule
-from engine.domain.workflows import check_channel, parse_workflow
 
 __all__ = [
     "GATE_ENV",

@@ -15,8 +15,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from engine.config.values import Section, join, suggest, type_name
+from engine.config.workflows import check_channel
 from engine.domain.policy_rules import MAX_CONDITIONS, Condition, Decision, Rule
-from engine.domain.workflows import check_channel
 
 __all__ = ["parse_rules", "principal_checker"]
 
