@@ -38,12 +38,12 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from engine.adapters.store import SqlStore
 from engine.config.sections import Estimator, GateConfig
 from engine.domain.approvers import agent_layers
 from engine.domain.errors import Forbidden, InvalidRequest
 from engine.domain.model import NodeType, Principal
 from engine.ports import Clock
+from engine.ports.store import GateStore
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ class GateSettings:
         self,
         config: GateConfig,
         env: Mapping[str, str],
-        store: SqlStore,
+        store: GateStore,
         clock: Clock,
         *,
         cache_seconds: float = 1.0,
