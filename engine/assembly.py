@@ -12,13 +12,16 @@ from datetime import timedelta
 from typing import Any
 
 from engine.adapters.callbacks import CallbackSink
-from engine.adapters.connectors import ConnectorRegistry
 from engine.adapters.connectors.demo_ledger import DemoLedger
 from engine.adapters.connectors.http import HttpConnector
-from engine.adapters.connectors.python_callable import PythonConnector
+from engine.adapters.connectors.python_callable import (
+    PythonConnector,
+    call_function,
+    resolve_callable,
+)
 from engine.adapters.llm import OpenAICompatibleSampler
 from engine.adapters.outbound import OutboundGuard
-from engine.adapters.store import Database, NewRun, SqlStore
+from engine.adapters.store import Database, SqlStore
 from engine.adapters.store.dbclock import DatabaseClock
 from engine.adapters.store.listen import PgListener
 from engine.config import AppConfig
@@ -28,12 +31,16 @@ from engine.domain.call_workflow import held_call_connectors, is_call_workflow
 from engine.domain.errors import InvalidRequest
 from engine.domain.model import Node, NodeType, Principal, Role, Run
 from engine.domain.policy_rules import ActionKind
+from engine.domain.records import NewRun
 from engine.gate import ConfidenceGate
 from engine.ports import Clock, Connector, IdSource, Sampler, StepGate, SystemClock, UuidSource
+from engine.ports.sink import Sink
+from engine.ports.store import Store
 from engine.services.approvals import Approvals
 from engine.services.calls import HeldCalls
+from engine.services.connectors import ConnectorRegistry
 from engine.services.context import Services
-from engine.services.delivery import Dispatcher, Sink
+from engine.services.delivery import Dispatcher
 from engine.services.interpreter import Interpreter
 from engine.services.workers import Sweeper, Workers
 from engine.services.workflow_source import WorkflowSource
@@ -57,6 +64,11 @@ class EngineOptions:
     sweep_interval_seconds: float = 1.0
 
 
+async def call_python(spec: str, kwargs: dict[str, Any]) -> Any:
+    """A `tool` node's ``module:function``, imported and called with ``kwargs``."""
+    return await call_function(resolve_callable(spec), kwargs)
+
+
 class Engine:
     def __init__(self, config: AppConfig, options: EngineOptions | None = None) -> None:
         opts = options or EngineOptions()
@@ -64,6 +76,9 @@ class Engine:
         self.ids = opts.ids
         self.db = Database(config.database.url)
         self.store = SqlStore(self.db)
+        # The services get it as their port; mypy checks here that ``SqlStore`` has every
+        # operation of ``engine.ports.store.Store`` with the same signature.
+        store: Store = self.store
         self.db_clock: DatabaseClock | None = None
         if not self.db.is_sqlite and (opts.clock is None or opts.sync_clock):
             self.db_clock = DatabaseClock(self.db, opts.clock or SystemClock())
@@ -73,21 +88,22 @@ class Engine:
         self.owner = opts.owner or f"{socket.gethostname()}:{self.ids.new_id()[-8:]}"
         built = {**build_connectors(config, self.store, self.clock), **opts.extra_connectors}
         self.connectors = ConnectorRegistry({**built, **held_call_connectors(built)})
-        self.workflows = WorkflowSource(config.workflows, self.store, connectors=config.connectors)
+        self.workflows = WorkflowSource(config.workflows, store, connectors=config.connectors)
         # The LLM (ai-steps, the gate's self-consistency) comes from ``llm:`` unless injected.
         # The gate object is always installed, even while off: an admin may switch it on at
         # runtime, and its settings cache makes an idle gate free (no query per step).
         self._own_sampler = build_sampler(config) if opts.sampler is None else None
         self.sampler: Sampler | None = opts.sampler or self._own_sampler
-        self.gate = ConfidenceGate.from_config(config, self.store, self.clock, self.sampler)
+        self.gate = ConfidenceGate.from_config(config, store, self.clock, self.sampler)
         self.interpreter = Interpreter(
             Services(
-                store=self.store,
+                store=store,
                 workflows=self.workflows,
                 connectors=self.connectors,
                 clock=self.clock,
                 ids=self.ids,
                 expand_people=config.expand_people,
+                call_python=call_python,
                 default_approvers=config.approvers,
                 sampler=self.sampler,
                 gate=opts.gate or self.gate,
@@ -100,7 +116,7 @@ class Engine:
         )
         server = config.server
         self.workers = Workers(
-            self.store,
+            store,
             self.interpreter,
             self.clock,
             owner=self.owner,
@@ -109,7 +125,7 @@ class Engine:
             poll_seconds=server.poll_seconds,
         )
         self.approvals = Approvals(
-            self.store,
+            store,
             self.clock,
             self.ids,
             wake=self.workers.wake,
@@ -119,7 +135,7 @@ class Engine:
             workflows=self.workflows,
         )
         self.sweeper = Sweeper(
-            self.store,
+            store,
             self.clock,
             on_requeue=self.wake,
             outbox=notify.card_changed,
@@ -132,7 +148,7 @@ class Engine:
         # The outbox claim lasts as long as a run's lease: a dead replica's messages go out
         # from another replica as soon as its runs do.
         self.dispatcher = Dispatcher(
-            self.store,
+            store,
             self.clock,
             opts.sinks,
             owner=self.owner,
@@ -143,9 +159,7 @@ class Engine:
             guard = OutboundGuard(server.allow_internal_targets)
             sink = CallbackSink(self.store, self.clock, server.secret_key, guard=guard)
             self.add_sink("callback", sink)
-        self.calls = HeldCalls(
-            config, self.store, self.connectors, self.clock, self.ids, wake=self.wake
-        )
+        self.calls = HeldCalls(config, store, self.connectors, self.clock, self.ids, wake=self.wake)
         self.listener: PgListener | None = None
         self._started = False
 

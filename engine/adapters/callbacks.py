@@ -35,7 +35,7 @@ from engine.domain.calls_view import call_view
 from engine.domain.errors import InvalidRequest, NotFound
 from engine.domain.model import OutboxRecord
 from engine.ports import Clock
-from engine.services.delivery import DeliveryError
+from engine.ports.sink import DeliveryError
 
 log = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from engine.config import WebhookConfig
 from engine.domain.errors import NotFound
 from engine.domain.model import OutboxRecord, Run, TakeoverRequest
 from engine.ports import Clock
-from engine.services.delivery import DeliveryError
+from engine.ports.sink import DeliveryError
 
 DELIVERY_HEADER = "X-Signoff-Delivery"
 _RETRY_4XX = {408, 429}

@@ -38,7 +38,8 @@ from engine.domain.model import (
 from engine.ports import Clock, IdSource
 
 if TYPE_CHECKING:  # the store's own modules import rules from here
-    from engine.adapters.store import Adopt, SqlStore
+    from engine.domain.records import Adopt
+    from engine.ports.store import Store
     from engine.services.context import WorkflowLookup
     from engine.services.workers import Workers
 
@@ -52,7 +53,7 @@ MAX_NOTES = 4000
 class Approvals:
     def __init__(
         self,
-        store: SqlStore,
+        store: Store,
         clock: Clock,
         ids: IdSource,
         *,

@@ -23,7 +23,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from engine.adapters.store import NewRun
 from engine.domain import notify
 from engine.domain.errors import (
     ConfigError,
@@ -46,6 +45,7 @@ from engine.domain.model import (
     Workflow,
 )
 from engine.domain.parking import build_request
+from engine.domain.records import NewRun
 from engine.domain.replay import (
     JournalIndex,
     StepHistory,

@@ -27,17 +27,21 @@ import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote, urlencode
 
 from engine.domain import notify
-from engine.domain.errors import Conflict, Forbidden, Gone, InvalidRequest
-from engine.domain.model import TakeoverRequest
-from engine.services.approvals import MAX_NOTES
+from engine.domain.errors import Forbidden, Gone, InvalidRequest
+from engine.domain.model import Principal, TakeoverRequest
+from engine.domain.records import LinkUse, LinkUsed
+from engine.services.approvals import MAX_NOTES, Approvals
 
 if TYPE_CHECKING:
-    from engine.adapters.store import SqlStore
-    from engine.assembly import Engine
+    from engine.config import AppConfig
+    from engine.ports import Clock
+    from engine.ports.store import Store
+
+__all__ = ["ApprovalLink", "ApprovalLinks", "LinkHost", "LinkUse", "LinkUsed", "Signer"]
 
 VERBS = ("grant", "deny", "takeover", "release")  # the cards' button values
 _PROCESS_KEY = secrets.token_bytes(32)  # one per process, shared by every Signer in it
@@ -79,24 +83,26 @@ class ApprovalLink:
         return now >= self.expires
 
 
-@dataclass(frozen=True, slots=True)
-class LinkUse:
-    """A decision made through a signed link (``action`` is the link verb)."""
+class LinkHost(Protocol):
+    """What signing and deciding through links needs of the engine (``engine.assembly.Engine``
+    is one): its configuration, store and clock, the approvals' one rule of who may decide,
+    and the wake-up of workers once a decision is made."""
 
-    request_id: str
-    person: str
-    action: str
-    used_at: datetime
+    @property
+    def config(self) -> AppConfig: ...
 
+    @property
+    def store(self) -> Store: ...
 
-class LinkUsed(Conflict):
-    """The link already decided its request (``use`` says how and when)."""
+    @property
+    def clock(self) -> Clock: ...
 
-    code = "link_used"
+    @property
+    def approvals(self) -> Approvals: ...
 
-    def __init__(self, request_id: str, use: LinkUse | None) -> None:
-        super().__init__("this link has already been used", request_id=request_id)
-        self.use = use
+    def principal_for_person(self, person: str) -> Principal: ...
+
+    def wake(self) -> None: ...
 
 
 class ApprovalLinks:
@@ -104,7 +110,7 @@ class ApprovalLinks:
 
     PURPOSE = "approval-link"
 
-    def __init__(self, engine: Engine, signer: Signer) -> None:
+    def __init__(self, engine: LinkHost, signer: Signer) -> None:
         self.engine = engine
         self.signer = signer
         self.public_url = engine.config.server.public_url.rstrip("/")
@@ -165,7 +171,7 @@ class ApprovalLinks:
         if verb not in VERBS:
             raise InvalidRequest(f"unknown action {verb!r}")
         engine = self.engine
-        store: SqlStore = engine.store
+        store = engine.store
         now = engine.clock.now()
         request = await store.get_takeover(link.request_id)
         who = engine.principal_for_person(link.person)

@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from engine.adapters.store import Adopt, NewRun
 from engine.domain.model import Principal, Role, TakeoverStatus
+from engine.domain.records import Adopt, NewRun
 from engine.ports import ManualClock
 from tests.support.api import Api, running_api
 from tests.support.engines import AGENT, person

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.adapters.store import Adopt, NewRun
 from engine.domain.errors import StoreError
 from engine.domain.model import JournalEvent, NewEvent, RunStatus
+from engine.domain.records import Adopt, NewRun
 from tests.support.engines import AGENT, make_engine, wait_status
 
 FLOW = """

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from engine.adapters.store import Adopt, NewRun
 from engine.assembly import Engine
 from engine.domain.model import Role, RunStatus, TakeoverStatus
+from engine.domain.records import Adopt, NewRun
 from tests.support.engines import AGENT, make_engine, person, wait_for, wait_status
 
 FLOW = """

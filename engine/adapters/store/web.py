@@ -21,7 +21,7 @@ from engine.adapters.store.base import StoreBase, journal_from_row, run_from_row
 from engine.adapters.store.records import token_from_row
 from engine.domain.errors import NotFound
 from engine.domain.model import ApiToken, JournalEntry, Role, Run, TakeoverRequest
-from engine.services.links import LinkUse, LinkUsed
+from engine.domain.records import LinkUse, LinkUsed
 
 T = TypeVar("T")
 
