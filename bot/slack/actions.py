@@ -146,7 +146,7 @@ class Interactions:
         request: TakeoverRequest | None = None
         if who is not None:
             try:
-                request = await self.engine.store.get_takeover(click.value)
+                request = await self.engine.queries.get_takeover(click.value)
             except SignoffError as exc:
                 reply = UNAVAILABLE if isinstance(exc, StoreError) else _sentence(exc.message)
             if request is not None:
@@ -244,7 +244,7 @@ class Interactions:
 
     async def _state_of(self, request_id: str) -> str:
         try:
-            request = await self.engine.store.get_takeover(request_id)
+            request = await self.engine.queries.get_takeover(request_id)
         except SignoffError:
             return UNAVAILABLE
         if request.status == TakeoverStatus.PENDING:

@@ -35,7 +35,6 @@ from engine.domain.errors import (
     Forbidden,
     InvalidRequest,
     NotFound,
-    StoreError,
 )
 from engine.domain.model import OutboxMessage, TakeoverRequest
 from engine.gate.commands import run_command
@@ -75,18 +74,9 @@ class TeamsHandlers:
     # -- installation and messages -------------------------------------------------------------
 
     async def _remember(self, incoming: Incoming) -> None:
-        store, now = self.engine.store, self.engine.clock.now()
-        try:
-            await store.put_conversation(
-                PLATFORM, incoming.conversation_id, incoming.reference, now
-            )
-        except StoreError:
-            # Teams sends conversationUpdate and installationUpdate at once; on PostgreSQL both
-            # may find no row and insert (put_conversation is update-else-insert, not an
-            # upsert), and the loser hits the primary key. Its second try is an update.
-            await store.put_conversation(
-                PLATFORM, incoming.conversation_id, incoming.reference, now
-            )
+        await self.engine.chat.remember_conversation(
+            PLATFORM, incoming.conversation_id, incoming.reference, self.engine.clock.now()
+        )
 
     async def _message(self, incoming: Incoming) -> TurnReply:
         text = command_text(incoming.text)
@@ -115,7 +105,7 @@ class TeamsHandlers:
     async def _subscribe(self, incoming: Incoming, name: str, by: str) -> TurnReply:
         now = self.engine.clock.now()
         await self._remember(incoming)  # a conversation the install event never reached
-        await self.engine.store.name_conversation(PLATFORM, incoming.conversation_id, name, now)
+        await self.engine.chat.name_conversation(PLATFORM, incoming.conversation_id, name, now)
         log.info("teams: %s named conversation %s teams:%s", by, incoming.conversation_id, name)
         return await self._say(
             incoming,
@@ -132,7 +122,7 @@ class TeamsHandlers:
             dedupe_key=f"{PLATFORM}:{REPLY}:{self.engine.ids.new_id()}",
             payload={"reference": incoming.reference, "thread": incoming.thread, "text": text},
         )
-        await self.engine.store.queue_outbox([message], self.engine.clock.now())
+        await self.engine.chat.queue_messages([message], self.engine.clock.now())
         self.engine.wake_outbox()
         return TurnReply()
 
@@ -203,7 +193,7 @@ class TeamsHandlers:
     async def _current(self, request_id: str, banner: str | None = None) -> InvokeReply:
         """The request's card as it is now, for the clicker (with ``banner`` on top)."""
         try:
-            request: TakeoverRequest = await self.engine.store.get_takeover(request_id)
+            request: TakeoverRequest = await self.engine.queries.get_takeover(request_id)
         except NotFound:
             return _message("This approval request no longer exists.")
         card = await approval_card(self.engine, request)

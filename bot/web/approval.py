@@ -123,8 +123,8 @@ async def show(
     ctx = web_context(request)
     engine = ctx.engine
     viewer = await _viewer(ctx, request, request_id)
-    takeover = await engine.store.get_takeover(request_id)
-    run, journal = await engine.store.run_and_journal(takeover.run_id)
+    takeover = await engine.queries.get_takeover(request_id)
+    run, journal = await engine.queries.run_and_journal(takeover.run_id)
     now = engine.clock.now()
     where = situation(ctx, takeover, viewer, now)
     shown = takeover

@@ -49,7 +49,7 @@ def demo_input(seed: str) -> dict[str, Any]:
 
 async def start_demo(engine: Engine) -> Run:
     """Queue a run of the demo workflow (``NotFound`` when ``app.yaml`` has none)."""
-    run, _ = await engine.start_run(
+    run, _ = await engine.runs.start_run(
         DEMO_WORKFLOW, demo_input(engine.ids.new_id()), DEMO_AGENT, agent=DEMO_AGENT.name
     )
     return run
@@ -122,12 +122,12 @@ async def _approval_of(engine: Engine, run_id: str, timeout: float) -> TakeoverR
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:
-        found = await engine.store.list_takeovers(
+        found = await engine.queries.list_takeovers(
             run_id=run_id, statuses=[TakeoverStatus.PENDING], limit=1
         )
         if found:
             return found[0]
-        if (await engine.store.get_run(run_id)).status in TERMINAL_RUN_STATUSES:
+        if (await engine.queries.get_run(run_id)).status in TERMINAL_RUN_STATUSES:
             return None
         await asyncio.sleep(0.1)
     return None
