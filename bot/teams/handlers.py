@@ -25,7 +25,7 @@ import re
 from typing import Any
 
 from bot.replies import NO_REQUEST, NOTHING_CHANGED, VERBS, Refusal, decide, refusal
-from bot.teams.adapter import ADAPTIVE_CARD, Incoming, InvokeReply, Outgoing, TurnReply
+from bot.teams.activities import ADAPTIVE_CARD, Incoming, InvokeReply, Outgoing, TurnReply
 from bot.teams.messages import approval_card, with_banner
 from engine.assembly import Engine
 from engine.config.sections import Person

@@ -16,7 +16,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from bot.api.views import approval_url
-from bot.teams.adapter import Outgoing
+from bot.teams.activities import Outgoing
 from cards.notice_fields import confidence_fields, step_result_fields
 from cards.render import render_notice, render_teams_card, teams_mention_activity
 from cards.view import ApprovalView, build_view, decider_text

@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from bot.teams.adapter import ConnectorFailure, Outgoing, TeamsAdapter, base_conversation_id
+from bot.teams.activities import ConnectorFailure, Outgoing, base_conversation_id
+from bot.teams.adapter import TeamsAdapter
 from bot.teams.handlers import REPLY
 from bot.teams.messages import approval_card, notice_message, reply
 from bot.teams.pacing import Throttled
