@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -24,26 +24,31 @@ from engine.adapters.outbound import OutboundGuard
 from engine.adapters.store import Database, SqlStore
 from engine.adapters.store.dbclock import DatabaseClock
 from engine.adapters.store.listen import PgListener
+from engine.adapters.webhooks import WebhookSink
 from engine.config import AppConfig
 from engine.domain import notify
-from engine.domain.approvers import acting_agent, person_principal
-from engine.domain.call_workflow import held_call_connectors, is_call_workflow
-from engine.domain.errors import InvalidRequest
-from engine.domain.model import Node, NodeType, Principal, Role, Run
+from engine.domain.call_workflow import held_call_connectors
+from engine.domain.model import Node, NodeType, Principal, Run, TakeoverRequest
 from engine.domain.policy_rules import ActionKind
 from engine.domain.records import NewRun
 from engine.gate import ConfidenceGate
 from engine.ports import Clock, Connector, IdSource, Sampler, StepGate, SystemClock, UuidSource
 from engine.ports.sink import Sink
 from engine.ports.store import Store
+from engine.services.approval_queue import QueueFilter, QueuePage, approval_queue
 from engine.services.approvals import Approvals
 from engine.services.calls import HeldCalls
+from engine.services.chat_records import ChatRecords
 from engine.services.connectors import ConnectorRegistry
 from engine.services.context import Services
 from engine.services.delivery import Dispatcher
 from engine.services.interpreter import Interpreter
+from engine.services.queries import Queries
+from engine.services.runs import Runs
+from engine.services.tokens import Tokens
 from engine.services.workers import Sweeper, Workers
 from engine.services.workflow_source import WorkflowSource
+from engine.services.workflows import StoredWorkflows
 
 MAX_INPUT_BYTES = 256 * 1024
 LISTEN_WAIT_SECONDS = 5.0  # the longest ``Engine.start`` waits for PostgreSQL's LISTEN
@@ -160,8 +165,20 @@ class Engine:
             sink = CallbackSink(self.store, self.clock, server.secret_key, guard=guard)
             self.add_sink("callback", sink)
         self.calls = HeldCalls(config, store, self.connectors, self.clock, self.ids, wake=self.wake)
+        # What the front ends call besides approvals and held calls (``bot`` reads and
+        # writes through these, never through the store).
+        self.runs = Runs(config, self.workflows, self._create_run)
+        self.queries = Queries(self.store, self._approval_queue)
+        self.tokens = Tokens(self.store)
+        self.chat = ChatRecords(self.store)
+        self.stored_workflows = StoredWorkflows(config, self.store, self.clock)
         self.listener: PgListener | None = None
         self._started = False
+
+    def _approval_queue(
+        self, where: QueueFilter | None = None, *, limit: int, cursor: str | None
+    ) -> Awaitable[QueuePage]:
+        return approval_queue(self.store, where, limit=limit, cursor=cursor)
 
     def wake(self) -> None:
         """Runs may be ready (and a decision may have queued chat messages)."""
@@ -216,30 +233,25 @@ class Engine:
             await self._own_sampler.close()
         await self.db.dispose()
 
-    async def start_run(
+    async def _create_run(
         self,
         workflow: str,
         input: dict[str, Any],
-        who: Principal,
         *,
-        idempotency_key: str | None = None,
-        agent: str | None = None,
+        requested_by: str,
+        agent: str | None,
+        idempotency_key: str | None,
     ) -> tuple[Run, bool]:
-        """Queue a run of ``workflow``; the same idempotency key returns the same run."""
-        if who.role not in (Role.AGENT, Role.ADMIN, Role.APPROVER):
-            raise InvalidRequest("unknown role")
-        agent = acting_agent(who, agent)  # Forbidden for another agent's name
-        if is_call_workflow(workflow):  # a held call started as a run would skip its policy
-            raise InvalidRequest("held calls are made through POST /v1/calls, not as runs")
-        await self.workflows.get(workflow)  # NotFound for an unknown workflow
-        offer = self.workers.offer()  # with a slot free here, created claimed by this process
+        """Write a queued run for ``Runs.start_run``, claimed by this process's workers when
+        one of their slots is free (no queue round trip)."""
+        offer = self.workers.offer()
         try:
             run, created = await self.store.create_run(
                 NewRun(
                     id=self.ids.new_id(),
                     workflow=workflow,
                     input=input,
-                    requested_by=who.name,
+                    requested_by=requested_by,
                     agent=agent,
                     idempotency_key=idempotency_key,
                     adopt=offer,
@@ -255,8 +267,9 @@ class Engine:
         return run, created
 
     def principal_for_person(self, person: str) -> Principal:
-        """A person from ``people:`` acting in chat or on the web page."""
-        return person_principal(self.config, person)
+        """A person from ``people:`` acting in chat or on the web page (``Runs``'s rule;
+        ``engine.services.links`` asks the engine for it)."""
+        return self.runs.principal_for_person(person)
 
 
 def build_sampler(config: AppConfig) -> OpenAICompatibleSampler | None:
@@ -292,3 +305,58 @@ def build_connectors(config: AppConfig, store: SqlStore, clock: Clock) -> dict[s
 
 def channels_of(values: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(values))
+
+
+# -- for the front ends' commands and pages: the database and the webhook sink ------------------
+
+
+def schema_head() -> str:
+    """The newest migration revision of this code."""
+    from engine.adapters.store.migrate import head_revision
+
+    return head_revision()
+
+
+async def migrate_database(url: str) -> None:
+    """Upgrade the database at ``url`` to the newest schema (idempotent)."""
+    from engine.adapters.store.migrate import upgrade_to_head
+
+    await upgrade_to_head(url)
+
+
+def database_dialect(url: str) -> str:
+    """``sqlite`` or ``postgresql``, from the URL alone."""
+    return Database(url).dialect
+
+
+async def schema_revision(url: str) -> str | None:
+    """The revision the database at ``url`` is at (None: never migrated), without changing it;
+    raises what reaching it raised."""
+    db = Database(url)
+    try:
+        return await SqlStore(db).schema_revision()
+    finally:
+        await db.dispose()
+
+
+@contextlib.asynccontextmanager
+async def open_tokens(url: str) -> AsyncIterator[Tokens]:
+    """The API tokens of the database at ``url``, for a command that runs no engine."""
+    db = Database(url)
+    try:
+        yield Tokens(SqlStore(db))
+    finally:
+        await db.dispose()
+
+
+def build_webhook_sink(
+    engine: Engine,
+    *,
+    view_json: Callable[[TakeoverRequest, Run | None], dict[str, Any]],
+    links: Callable[[TakeoverRequest], Mapping[str, str]],
+) -> Sink:
+    """The ``webhook:<name>`` channel's outbox sink, with the front end's approval view and
+    signed links."""
+    return WebhookSink(
+        engine.config.webhooks, engine.store, engine.clock, view_json=view_json, links=links
+    )
