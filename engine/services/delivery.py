@@ -33,9 +33,9 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from engine.adapters.store import SqlStore
-from engine.adapters.store.outbox import URGENT_KINDS
 from engine.domain.errors import SignoffError
 from engine.domain.model import OutboxRecord
+from engine.domain.outbox import URGENT_KINDS
 from engine.ports import Clock
 from engine.services.background import BackgroundLoop, cancel_and_wait
 

@@ -20,7 +20,6 @@ from sqlalchemy import (
     column,
     func,
     insert,
-    literal,
     select,
     true,
     update,
@@ -31,9 +30,11 @@ from sqlalchemy.engine import Connection
 from engine.adapters.store import tables as t
 from engine.adapters.store.db import OUTBOX_READY, Database, mark_ready
 from engine.adapters.store.fast import Fast
+from engine.adapters.store.statuses import may_become, status_in
 from engine.adapters.store.tables import UTCDateTime
 from engine.domain.errors import NotFound, TransitionRefused
 from engine.domain.model import (
+    LIVE_RUN_STATUSES,
     RUN_ALLOWED,
     JournalEntry,
     JournalEvent,
@@ -46,7 +47,9 @@ from engine.domain.model import (
     TakeoverStatus,
     TimeoutBehavior,
     Vote,
+    leading_to,
 )
+from engine.domain.outbox import OutboxStatus
 
 _IGNORING: dict[tuple[str, str, tuple[str, ...]], Any] = {}
 _FAST_IGNORING: dict[tuple[str, str, tuple[str, ...]], Fast] = {}
@@ -222,9 +225,10 @@ class Guard(StrEnum):
     EXISTS = "exists"  # any status (feedback on a finished run)
     LEASE = "lease"  # running, and leased by ``owner``
     LIVE = "live"  # not finished
-    WAITING = "waiting"  # parked
-    OPEN = "open"  # queued or running (a takeover can still park it)
-    FAILABLE = "failable"  # running or waiting
+    PARKED = "parked"  # waiting
+    OPEN = "open"  # not parked yet, but may still park (a takeover can still park it)
+    FAILABLE = "failable"  # may fail from outside a worker
+    CANCELLABLE = "cancellable"  # may be cancelled
 
 
 REQUEUE = case(
@@ -235,22 +239,17 @@ REQUEUE = case(
 status (a decision on a manual takeover request of a run that has not parked yet)."""
 
 
-def _status_in(*statuses: RunStatus) -> ColumnElement[bool]:
-    """``status IN (...)`` with one parameter per value, not an expanding one: the guarded
-    statements are compiled once (``engine.adapters.store.fast``)."""
-    return t.runs.c.status.in_([literal(s.value) for s in statuses])
-
-
 _GUARDS: dict[Guard, list[ColumnElement[bool]]] = {
     Guard.EXISTS: [],
     Guard.LEASE: [
         t.runs.c.lease_owner == bindparam("owner"),
-        t.runs.c.status == RunStatus.RUNNING.value,
+        status_in(t.runs.c.status, [RunStatus.RUNNING]),
     ],
-    Guard.LIVE: [_status_in(*(s for s in RunStatus if RUN_ALLOWED[s]))],
-    Guard.WAITING: [t.runs.c.status == RunStatus.WAITING.value],
-    Guard.OPEN: [_status_in(RunStatus.QUEUED, RunStatus.RUNNING)],
-    Guard.FAILABLE: [_status_in(RunStatus.RUNNING, RunStatus.WAITING)],
+    Guard.LIVE: [status_in(t.runs.c.status, LIVE_RUN_STATUSES)],
+    Guard.PARKED: [status_in(t.runs.c.status, [RunStatus.WAITING])],
+    Guard.OPEN: [status_in(t.runs.c.status, leading_to(RunStatus.WAITING, RUN_ALLOWED))],
+    Guard.FAILABLE: [may_become(t.runs.c.status, RunStatus.FAILED)],
+    Guard.CANCELLABLE: [may_become(t.runs.c.status, RunStatus.CANCELLED)],
 }
 _APPENDS: dict[tuple[Guard, tuple[tuple[str, bool], ...]], Fast] = {}
 INSERT_JOURNAL = insert(t.journal)
@@ -480,7 +479,7 @@ def insert_outbox(
                 "run_id": m.run_id,
                 "request_id": m.request_id,
                 "payload": m.payload,
-                "status": "pending",
+                "status": OutboxStatus.PENDING.value,
                 "attempts": 0,
                 "next_attempt_at": now,
                 "created_at": now,

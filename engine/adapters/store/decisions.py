@@ -32,6 +32,7 @@ from engine.adapters.store.base import (
 )
 from engine.adapters.store.db import mark_ready
 from engine.adapters.store.fast import Fast
+from engine.adapters.store.statuses import may_become
 from engine.adapters.store.tables import UTCDateTime
 from engine.adapters.store.takeovers import OutboxFor, load_takeover, votes_of, with_votes
 from engine.domain.errors import AlreadyDecided, DuplicateVote, TransitionRefused
@@ -80,7 +81,7 @@ def _grant_statement(release: bool) -> Fast:
             update(tr)
             .where(
                 tr.c.id == bindparam("request_id"),
-                tr.c.status == TakeoverStatus.PENDING.value,
+                may_become(tr.c.status, TakeoverStatus.GRANTED),
                 tr.c.expires_at > now,
             )
             .values(values)
@@ -231,7 +232,7 @@ class DecisionStore(StoreBase):
                     update(tr)
                     .where(
                         tr.c.id == request_id,
-                        tr.c.status == TakeoverStatus.PENDING.value,
+                        may_become(tr.c.status, TakeoverStatus.DENIED),
                         tr.c.expires_at > now,
                     )
                     .values(
@@ -297,7 +298,7 @@ class DecisionStore(StoreBase):
             row = (
                 conn.execute(
                     update(tr)
-                    .where(tr.c.id == request_id, tr.c.status == TakeoverStatus.GRANTED.value)
+                    .where(tr.c.id == request_id, may_become(tr.c.status, TakeoverStatus.RELEASED))
                     .values(
                         status=TakeoverStatus.RELEASED.value, released_by=person, released_at=now
                     )

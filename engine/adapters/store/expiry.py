@@ -15,7 +15,6 @@ from sqlalchemy import (
     insert,
     literal,
     literal_column,
-    or_,
     select,
     update,
 )
@@ -34,10 +33,18 @@ from engine.adapters.store.base import (
 )
 from engine.adapters.store.db import mark_ready
 from engine.adapters.store.fast import Fast
+from engine.adapters.store.statuses import may_become, status_in
 from engine.adapters.store.tables import UTCDateTime
-from engine.adapters.store.takeovers import _LIVE_RUN, _OPEN, OutboxFor
+from engine.adapters.store.takeovers import OutboxFor
 from engine.domain.errors import TransitionRefused
-from engine.domain.model import JournalEvent, NewEvent, RunStatus, TakeoverRequest, TakeoverStatus
+from engine.domain.model import (
+    LIVE_RUN_STATUSES,
+    JournalEvent,
+    NewEvent,
+    RunStatus,
+    TakeoverRequest,
+    TakeoverStatus,
+)
 
 
 class ExpiryStore(StoreBase):
@@ -51,7 +58,7 @@ class ExpiryStore(StoreBase):
             tr = t.takeover_requests
             pick = (
                 select(tr.c.id, tr.c.run_id)
-                .where(tr.c.status == TakeoverStatus.PENDING.value, tr.c.expires_at <= now)
+                .where(may_become(tr.c.status, TakeoverStatus.EXPIRED), tr.c.expires_at <= now)
                 .order_by(tr.c.expires_at)
                 .limit(limit)
             )
@@ -123,7 +130,8 @@ class ExpiryStore(StoreBase):
                 first = False
                 children = conn.execute(
                     select(t.runs.c.id).where(
-                        t.runs.c.parent_run_id == current, t.runs.c.status.in_(_LIVE_RUN)
+                        t.runs.c.parent_run_id == current,
+                        may_become(t.runs.c.status, RunStatus.CANCELLED),
                     )
                 )
                 pending.extend(children.scalars())
@@ -145,11 +153,11 @@ def _expire_all_statement() -> Any:
         update(tr)
         .where(
             tr.c.id == any_(bindparam("ids", type_=postgresql.ARRAY(String()))),
-            tr.c.status == TakeoverStatus.PENDING.value,
+            may_become(tr.c.status, TakeoverStatus.EXPIRED),
         )
         .values(status=TakeoverStatus.EXPIRED.value, decided_at=now)
         .returning(*tr.c)
-        .cte("expired")
+        .cte("lapsed")
     )
     requeued = (
         update(t.runs)
@@ -162,7 +170,7 @@ def _expire_all_statement() -> Any:
             t.runs.c.id.in_(
                 select(func.unnest(bindparam("run_ids", type_=postgresql.ARRAY(String()))))
             ),
-            t.runs.c.status.in_(_LIVE_RUN),
+            status_in(t.runs.c.status, LIVE_RUN_STATUSES),
             exists().where(expired.c.run_id == t.runs.c.id),
         )
         .values(next_seq=t.runs.c.next_seq + 1, updated_at=now, status=REQUEUE)
@@ -200,7 +208,7 @@ _SQLITE_EXPIRE = Fast(
     update(t.takeover_requests)
     .where(
         t.takeover_requests.c.id.in_(_json_keys()),
-        t.takeover_requests.c.status == TakeoverStatus.PENDING.value,
+        may_become(t.takeover_requests.c.status, TakeoverStatus.EXPIRED),
     )
     .values(
         status=TakeoverStatus.EXPIRED.value,
@@ -210,9 +218,9 @@ _SQLITE_EXPIRE = Fast(
 )
 _SQLITE_REQUEUE = Fast(
     update(t.runs)
-    # The live statuses spelled out: a list bound to IN is expanded per execution, which the
-    # constant statement cannot be.
-    .where(t.runs.c.id.in_(_json_keys()), or_(*(t.runs.c.status == status for status in _LIVE_RUN)))
+    # The live statuses as one literal each: a list bound to IN is expanded per execution,
+    # which the constant statement cannot be.
+    .where(t.runs.c.id.in_(_json_keys()), status_in(t.runs.c.status, LIVE_RUN_STATUSES))
     .values(
         next_seq=t.runs.c.next_seq + 1,
         updated_at=bindparam("now", type_=UTCDateTime()),
@@ -228,7 +236,7 @@ def _cancel_one(conn: Connection, run_id: str, actor: str, now: datetime) -> lis
         (
             conn.execute(
                 update(tr)
-                .where(tr.c.run_id == run_id, tr.c.status.in_(_OPEN))
+                .where(tr.c.run_id == run_id, may_become(tr.c.status, TakeoverStatus.CANCELLED))
                 .values(status=TakeoverStatus.CANCELLED.value, decided_by=actor, decided_at=now)
                 .returning(tr)
             )
@@ -244,7 +252,7 @@ def _cancel_one(conn: Connection, run_id: str, actor: str, now: datetime) -> lis
         run_id,
         events,
         now,
-        guard=Guard.LIVE,
+        guard=Guard.CANCELLABLE,
         values={
             "status": RunStatus.CANCELLED.value,
             "lease_owner": None,

@@ -15,6 +15,7 @@ from sqlalchemy.engine import Connection
 
 from engine.adapters.store import tables as t
 from engine.adapters.store.base import StoreBase, insert_outbox, takeover_from_row
+from engine.adapters.store.statuses import status_in
 from engine.adapters.store.takeovers import OutboxFor
 from engine.domain.model import TakeoverRequest, TakeoverStatus
 
@@ -60,7 +61,7 @@ def _claim(
     condition = (
         due.is_not(None),
         due <= now,
-        tr.c.status == TakeoverStatus.PENDING.value,
+        status_in(tr.c.status, [TakeoverStatus.PENDING]),
         tr.c.expires_at > now,  # about to expire anyway: the expiry notice says it all
     )
     pick = select(tr.c.id).where(*condition).order_by(due).limit(limit)

@@ -30,6 +30,7 @@ from engine.adapters.store.base import (
 )
 from engine.adapters.store.db import mark_ready
 from engine.adapters.store.fast import Fast
+from engine.adapters.store.statuses import may_become, status_in
 from engine.adapters.store.tables import UTCDateTime
 from engine.adapters.store.takeovers import OutboxFor, cancel_unreached
 from engine.domain.errors import NotFound, TransitionRefused
@@ -65,9 +66,9 @@ _CLAIMS: dict[bool, Fast] = {}
 def _claimable() -> Any:
     """Queued runs, and running runs whose lease ran out."""
     return or_(
-        t.runs.c.status == RunStatus.QUEUED.value,
-        and_(
-            t.runs.c.status == RunStatus.RUNNING.value,
+        may_become(t.runs.c.status, RunStatus.RUNNING),
+        and_(  # a lease taken over: running still, for another worker
+            status_in(t.runs.c.status, [RunStatus.RUNNING]),
             t.runs.c.lease_expires_at < bindparam("now", type_=UTCDateTime()),
         ),
     )
@@ -224,7 +225,7 @@ class RunStore(StoreBase):
                 .where(
                     self.one_of(t.runs.c.id, run_ids),
                     t.runs.c.lease_owner == owner,
-                    t.runs.c.status == RunStatus.RUNNING.value,
+                    status_in(t.runs.c.status, [RunStatus.RUNNING]),
                 )
                 .values(lease_expires_at=until)
             )
@@ -384,7 +385,8 @@ class RunStore(StoreBase):
 
 
 def _fence(owner: str) -> list[Any]:
-    return [t.runs.c.lease_owner == owner, t.runs.c.status == RunStatus.RUNNING.value]
+    """The lease holder's run: the one ``owner`` claimed, still running."""
+    return [t.runs.c.lease_owner == owner, status_in(t.runs.c.status, [RunStatus.RUNNING])]
 
 
 def _insert_run(
@@ -466,7 +468,7 @@ def _wake_parent(conn: Connection, parent_id: str, event: NewEvent, now: datetim
             parent_id,
             [event],
             now,
-            guard=Guard.WAITING,
+            guard=Guard.PARKED,
             values={"status": RunStatus.QUEUED.value},
         )
         mark_ready(conn)

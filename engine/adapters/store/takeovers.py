@@ -21,9 +21,10 @@ from engine.adapters.store.base import (
     takeover_values,
 )
 from engine.adapters.store.fast import Fast
+from engine.adapters.store.statuses import may_become, status_in
 from engine.domain.errors import Conflict, NotFound, TransitionRefused
 from engine.domain.model import (
-    TERMINAL_RUN_STATUSES,
+    OPEN_TAKEOVER_STATUSES,
     JournalEvent,
     NewEvent,
     OutboxMessage,
@@ -34,9 +35,6 @@ from engine.domain.model import (
 )
 
 OutboxFor = Callable[[TakeoverRequest], Sequence[OutboxMessage]]
-
-_OPEN = (TakeoverStatus.PENDING.value, TakeoverStatus.GRANTED.value)
-_LIVE_RUN = [s.value for s in RunStatus if s not in TERMINAL_RUN_STATUSES]
 
 
 class TakeoverStore(StoreBase):
@@ -70,7 +68,7 @@ class TakeoverStore(StoreBase):
             tr = t.takeover_requests
             res = conn.execute(
                 update(tr)
-                .where(tr.c.id == request_id, tr.c.status == TakeoverStatus.GRANTED.value)
+                .where(tr.c.id == request_id, status_in(tr.c.status, [TakeoverStatus.GRANTED]))
                 .values(sdp_answer=answer)
             )
             if not res.rowcount:
@@ -95,13 +93,13 @@ class TakeoverStore(StoreBase):
                     .select_from(t.takeover_requests)
                     .where(
                         t.takeover_requests.c.run_id == request.run_id,
-                        t.takeover_requests.c.status.in_(_OPEN),
+                        status_in(t.takeover_requests.c.status, OPEN_TAKEOVER_STATUSES),
                     )
                 )
             ).scalar_one()
             if open_count:
                 raise TransitionRefused(
-                    "the run already has an open takeover request", current="waiting"
+                    "the run already has an open takeover request", current=RunStatus.WAITING.value
                 )
             append_journal(
                 conn,
@@ -198,7 +196,7 @@ def cancel_unreached(conn: Connection, run_id: str, now: datetime) -> list[Takeo
             update(tr)
             .where(
                 tr.c.run_id == run_id,
-                tr.c.status.in_([TakeoverStatus.PENDING.value, TakeoverStatus.GRANTED.value]),
+                may_become(tr.c.status, TakeoverStatus.CANCELLED),
             )
             .values(status=TakeoverStatus.CANCELLED.value, decided_at=now, notes=UNREACHED_NOTE)
             .returning(tr)
