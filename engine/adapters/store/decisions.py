@@ -36,6 +36,7 @@ from engine.adapters.store.statuses import may_become
 from engine.adapters.store.tables import UTCDateTime
 from engine.adapters.store.takeovers import OutboxFor, load_takeover, votes_of, with_votes
 from engine.domain.errors import AlreadyDecided, DuplicateVote, TransitionRefused
+from engine.domain.expiry import status_at, still_open
 from engine.domain.model import (
     JournalEvent,
     NewEvent,
@@ -45,6 +46,7 @@ from engine.domain.model import (
     TakeoverStatus,
     Vote,
 )
+from engine.domain.quorum import forced_by_override, grant_decides, quorum_met
 
 Check = Callable[[TakeoverRequest], dict[str, Any] | None]
 """Called in a decision's transaction with the request as it stands (the caller's
@@ -62,7 +64,7 @@ def _grant_statement(release: bool) -> Fast:
     stmt = _GRANTS.get(release)
     if stmt is None:
         tr = t.takeover_requests
-        final = tr.c.approvals + 1 >= tr.c.approvals_required
+        final = quorum_met(tr.c.approvals + 1, tr.c.approvals_required)
         now = bindparam("now", type_=UTCDateTime())
         person = bindparam("person", type_=String())
         decided = TakeoverStatus.RELEASED if release else TakeoverStatus.GRANTED
@@ -82,7 +84,7 @@ def _grant_statement(release: bool) -> Fast:
             .where(
                 tr.c.id == bindparam("request_id"),
                 may_become(tr.c.status, TakeoverStatus.GRANTED),
-                tr.c.expires_at > now,
+                still_open(tr.c.expires_at, now),
             )
             .values(values)
             .returning(tr)
@@ -150,7 +152,7 @@ class DecisionStore(StoreBase):
             if row is None:
                 raise _already_decided(conn, request_id, now, check)
             override = check(takeover_from_row(row)) if check is not None else None
-            if override and row["approvals"] < row["approvals_required"]:
+            if forced_by_override(row["approvals"], row["approvals_required"], bool(override)):
                 row = _force_grant(conn, row, person, now, notes, sdp_offer, release)
             if override:
                 row = _mark_override(conn, row, person, override)
@@ -164,17 +166,18 @@ class DecisionStore(StoreBase):
                 )
             approvals, required = row["approvals"], row["approvals_required"]
             run_id, step_id = row["run_id"], row["step_id"]
+            decided = grant_decides(approvals, required, bool(override))
             grant_data: dict[str, Any] = {
                 "requestId": request_id,
                 "by": person,
                 "notes": notes,
                 "approvals": approvals,
                 "approvalsRequired": required,
-                "final": approvals >= required or bool(override),
+                "final": decided,
                 **(override or {}),
             }
             events = [NewEvent(JournalEvent.TAKEOVER_GRANTED, step_id, grant_data)]
-            if (approvals >= required or override) and release:
+            if decided and release:
                 events += _release_events(request_id, step_id, person)
                 self._back_to_work(conn, run_id, events, now, adopt)
             else:
@@ -233,7 +236,7 @@ class DecisionStore(StoreBase):
                     .where(
                         tr.c.id == request_id,
                         may_become(tr.c.status, TakeoverStatus.DENIED),
-                        tr.c.expires_at > now,
+                        still_open(tr.c.expires_at, now),
                     )
                     .values(
                         status=TakeoverStatus.DENIED.value,
@@ -482,9 +485,7 @@ def _already_decided(
     current = load_takeover(conn, request_id)
     if check is not None:
         check(current)
-    status = current.status.value
-    if current.status == TakeoverStatus.PENDING and current.expires_at <= now:
-        status = TakeoverStatus.EXPIRED.value  # the sweeper has not caught up yet
+    status = status_at(current, now).value  # expired, though the sweeper may not know yet
     who = current.decided_by or current.released_by
     return AlreadyDecided(
         f"request {request_id} is already {status}" + (f" (by {who})" if who else ""),

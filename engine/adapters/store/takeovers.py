@@ -21,7 +21,13 @@ from engine.adapters.store.base import (
     takeover_values,
 )
 from engine.adapters.store.fast import Fast
-from engine.adapters.store.statuses import may_become, status_in
+from engine.adapters.store.statuses import status_in
+from engine.domain.cancellation import (
+    CANCELLED_REQUEST,
+    REQUESTS_CANCELLED,
+    UNREACHED_NOTE,
+    unreached_events,
+)
 from engine.domain.errors import Conflict, NotFound, TransitionRefused
 from engine.domain.model import (
     OPEN_TAKEOVER_STATUSES,
@@ -185,31 +191,16 @@ def load_takeover(conn: Connection, request_id: str) -> TakeoverRequest:
     return with_votes(conn, row)
 
 
-UNREACHED_NOTE = "the run ended before it reached this step"
-
-
 def cancel_unreached(conn: Connection, run_id: str, now: datetime) -> list[TakeoverRequest]:
     """Cancel the open requests of a run that has just ended (journaled after its end)."""
     tr = t.takeover_requests
-    rows = list(
-        conn.execute(
-            update(tr)
-            .where(
-                tr.c.run_id == run_id,
-                may_become(tr.c.status, TakeoverStatus.CANCELLED),
-            )
-            .values(status=TakeoverStatus.CANCELLED.value, decided_at=now, notes=UNREACHED_NOTE)
-            .returning(tr)
-        ).mappings()
-    )
-    if rows:
-        events = [
-            NewEvent(
-                JournalEvent.TAKEOVER_CANCELLED,
-                r["step_id"],
-                {"requestId": r["id"], "notes": UNREACHED_NOTE},
-            )
-            for r in rows
-        ]
-        append_journal(conn, run_id, events, now, guard=Guard.EXISTS)
-    return [takeover_from_row(r) for r in rows]
+    rows = conn.execute(
+        update(tr)
+        .where(tr.c.run_id == run_id, status_in(tr.c.status, REQUESTS_CANCELLED))
+        .values(status=CANCELLED_REQUEST.value, decided_at=now, notes=UNREACHED_NOTE)
+        .returning(tr)
+    ).mappings()
+    cancelled = [takeover_from_row(r) for r in rows]
+    if cancelled:
+        append_journal(conn, run_id, unreached_events(cancelled), now, guard=Guard.EXISTS)
+    return cancelled
