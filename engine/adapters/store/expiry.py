@@ -27,17 +27,11 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from engine.adapters.store import tables as t
-from engine.adapters.store.base import (
-    FAST_INSERT_JOURNAL,
-    REQUEUE,
-    Guard,
-    StoreBase,
-    append_journal,
-    insert_outbox,
-    takeover_from_row,
-)
+from engine.adapters.store.base import StoreBase, insert_outbox
 from engine.adapters.store.db import mark_ready
 from engine.adapters.store.fast import Fast
+from engine.adapters.store.journal import FAST_INSERT_JOURNAL, REQUEUE, Guard, append_journal
+from engine.adapters.store.rows import takeover_from_row
 from engine.adapters.store.statuses import status_in
 from engine.adapters.store.tables import UTCDateTime
 from engine.adapters.store.takeovers import OutboxFor

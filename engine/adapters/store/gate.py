@@ -18,7 +18,8 @@ from sqlalchemy import delete, exists, insert, or_, select
 from sqlalchemy.engine import Connection
 
 from engine.adapters.store import tables as t
-from engine.adapters.store.base import StoreBase, append_journal
+from engine.adapters.store.base import StoreBase
+from engine.adapters.store.journal import append_journal
 from engine.adapters.store.statuses import status_in
 from engine.domain.errors import NotFound
 from engine.domain.model import (

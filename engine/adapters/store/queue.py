@@ -17,7 +17,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement
 
 from engine.adapters.store import tables as t
-from engine.adapters.store.base import StoreBase, run_from_row, takeover_from_row
+from engine.adapters.store.base import StoreBase
+from engine.adapters.store.rows import run_from_row, takeover_from_row
 from engine.adapters.store.takeovers import votes_of
 from engine.domain.model import Run, TakeoverKind, TakeoverRequest, TakeoverStatus
 

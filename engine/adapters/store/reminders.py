@@ -14,7 +14,8 @@ from sqlalchemy import ColumnElement, select, update
 from sqlalchemy.engine import Connection
 
 from engine.adapters.store import tables as t
-from engine.adapters.store.base import StoreBase, insert_outbox, takeover_from_row
+from engine.adapters.store.base import StoreBase, insert_outbox
+from engine.adapters.store.rows import takeover_from_row
 from engine.adapters.store.statuses import status_in
 from engine.adapters.store.takeovers import OutboxFor
 from engine.domain.approvers import escalated_approvers

@@ -11,16 +11,10 @@ from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from engine.adapters.store import tables as t
-from engine.adapters.store.base import (
-    FAST_INSERT_TAKEOVER,
-    Guard,
-    StoreBase,
-    append_journal,
-    insert_outbox,
-    takeover_from_row,
-    takeover_values,
-)
+from engine.adapters.store.base import StoreBase, insert_outbox
 from engine.adapters.store.fast import Fast
+from engine.adapters.store.journal import Guard, append_journal
+from engine.adapters.store.rows import FAST_INSERT_TAKEOVER, takeover_from_row, takeover_values
 from engine.adapters.store.statuses import status_in
 from engine.domain.cancellation import (
     CANCELLED_REQUEST,
