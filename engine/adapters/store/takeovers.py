@@ -56,7 +56,7 @@ class TakeoverStore(StoreBase):
             if run_id is not None:
                 q = q.where(t.takeover_requests.c.run_id == run_id)
             if statuses:
-                q = q.where(t.takeover_requests.c.status.in_([s.value for s in statuses]))
+                q = q.where(status_in(t.takeover_requests.c.status, statuses))
             rows = list((conn.execute(q)).mappings())
             votes = votes_of(conn, [r["id"] for r in rows])
             return [takeover_from_row(r, votes.get(r["id"], ())) for r in rows]
