@@ -274,3 +274,15 @@ def takeover_deciders(
 
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
+
+
+# -- escalation ----------------------------------------------------------------------------------
+
+
+def escalated_approvers(request: TakeoverRequest) -> tuple[str, ...] | None:
+    """Who may decide ``request`` once it escalates: its approvers and then the people it
+    escalates to, each once. None when it names no approvers: any approver may decide it
+    already, and escalating only tells more people."""
+    if not request.approvers:
+        return None
+    return tuple(dict.fromkeys([*request.approvers, *request.escalate_to]))

@@ -73,9 +73,25 @@ TAKEOVER_ALLOWED: dict[TakeoverStatus, frozenset[TakeoverStatus]] = {
 TERMINAL_TAKEOVER_STATUSES = frozenset(s for s, nxt in TAKEOVER_ALLOWED.items() if not nxt)
 
 
+LIVE_RUN_STATUSES = frozenset(RUN_ALLOWED) - TERMINAL_RUN_STATUSES
+OPEN_TAKEOVER_STATUSES = frozenset(TAKEOVER_ALLOWED) - TERMINAL_TAKEOVER_STATUSES
+
+
 def sources_of(target: StrEnum, table: dict[Any, frozenset[Any]]) -> frozenset[Any]:
     """The statuses from which ``target`` may be reached, per a transition table."""
     return frozenset(src for src, targets in table.items() if target in targets)
+
+
+def leading_to(target: StrEnum, table: dict[Any, frozenset[Any]]) -> frozenset[Any]:
+    """The statuses from which ``target`` can still be reached, in one transition or more,
+    without passing through it: a queued or running run can still park (``waiting``), a
+    waiting one already has."""
+    found: set[Any] = set()
+    frontier = {target}
+    while frontier:
+        frontier = {s for t in frontier for s in sources_of(t, table)} - found - {target}
+        found |= frontier
+    return frozenset(found)
 
 
 class JournalEvent(StrEnum):

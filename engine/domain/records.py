@@ -24,8 +24,6 @@ from engine.domain.model import (
     TakeoverStatus,
 )
 
-URGENT_KINDS = ("card_update",)  # claimed and sent before the rest of their channel
-
 Plan = Callable[[Run, list[JournalEntry]], list[NewEvent]]
 """The events a worker's replay would commit first, given the run and its journal."""
 

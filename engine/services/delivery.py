@@ -33,7 +33,7 @@ from datetime import datetime, timedelta
 
 from engine.domain.errors import SignoffError
 from engine.domain.model import OutboxRecord
-from engine.domain.records import URGENT_KINDS
+from engine.domain.outbox import URGENT_KINDS
 from engine.ports import Clock
 from engine.ports.sink import DeliveryError, Sink
 from engine.ports.store import OutboxStore

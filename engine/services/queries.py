@@ -17,6 +17,7 @@ from engine.domain.model import (
     TakeoverRequest,
     TakeoverStatus,
 )
+from engine.domain.outbox import OutboxStatus
 from engine.services.approval_queue import DEFAULT_PAGE, QueueFilter, QueuePage
 
 
@@ -45,8 +46,8 @@ class RunReads(Protocol):
         self, run_ids: Sequence[str]
     ) -> dict[str, list[TakeoverRequest]]: ...
     async def outbox_messages(
-        self, *, run_id: str | None = None, status: str | None = None, limit: int = 1000
-    ) -> list[tuple[OutboxRecord, str, str | None]]: ...
+        self, *, run_id: str | None = None, status: OutboxStatus | None = None, limit: int = 1000
+    ) -> list[tuple[OutboxRecord, OutboxStatus, str | None]]: ...
     async def ledger(
         self, *, run_id: str | None = None, limit: int = 1000
     ) -> list[dict[str, Any]]: ...
@@ -111,8 +112,8 @@ class Queries:
         return await self._store.takeovers_of_runs(run_ids)
 
     async def outbox_messages(
-        self, *, run_id: str | None = None, status: str | None = None, limit: int = 1000
-    ) -> list[tuple[OutboxRecord, str, str | None]]:
+        self, *, run_id: str | None = None, status: OutboxStatus | None = None, limit: int = 1000
+    ) -> list[tuple[OutboxRecord, OutboxStatus, str | None]]:
         """Queued chat messages with their status and last error."""
         return await self._store.outbox_messages(run_id=run_id, status=status, limit=limit)
 

@@ -92,7 +92,7 @@ async def test_concurrent_upgrades_in_one_process_take_turns(db_url: str) -> Non
 async def test_replicas_migrating_at_once_all_succeed(db_url: str) -> None:
     # Several replicas start together and each runs the migrations: one migrates, the others
     # wait for it (advisory lock / BEGIN IMMEDIATE) and then find nothing to do.
-    script = "import asyncio, sys; from engine.store.migrate import upgrade_to_head; "
+    script = "import asyncio, sys; from engine.adapters.store.migrate import upgrade_to_head; "
     script += "asyncio.run(upgrade_to_head(sys.argv[1]))"
     replicas = [
         await asyncio.create_subprocess_exec(

@@ -8,7 +8,8 @@ from sqlalchemy import case, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from engine.adapters.store import tables as t
-from engine.adapters.store.base import StoreBase, takeover_from_row
+from engine.adapters.store.base import StoreBase
+from engine.adapters.store.rows import takeover_from_row
 from engine.domain.model import TakeoverKind, TakeoverRequest, TakeoverStatus
 
 

@@ -38,16 +38,10 @@ def _conversation(row: Any) -> Conversation:
 
 class ChatStore(StoreBase):
     async def chat_thread(self, run_id: str, channel: str) -> ChatThread | None:
-        def work(conn: Connection) -> ChatThread | None:
-            ct = t.chat_threads
-            row = (
-                conn.execute(select(ct).where(ct.c.run_id == run_id, ct.c.channel == channel))
-                .mappings()
-                .first()
-            )
-            return None if row is None else _thread(row)
-
-        return await self.db.transact(work, write=False)
+        ct = t.chat_threads
+        return await self.first_row(
+            select(ct).where(ct.c.run_id == run_id, ct.c.channel == channel), _thread
+        )
 
     async def put_chat_thread(
         self,
@@ -197,15 +191,11 @@ class ChatStore(StoreBase):
         if (name is None) == (conversation_id is None):
             raise Conflict("give a name or a conversation id")
 
-        def work(conn: Connection) -> Conversation | None:
-            cc = t.chat_conversations
-            q = select(cc).where(cc.c.platform == platform)
-            q = (
-                q.where(cc.c.name == name)
-                if name is not None
-                else q.where(cc.c.conversation_id == conversation_id)
-            )
-            row = conn.execute(q).mappings().first()
-            return None if row is None else _conversation(row)
-
-        return await self.db.transact(work, write=False)
+        cc = t.chat_conversations
+        q = select(cc).where(cc.c.platform == platform)
+        q = (
+            q.where(cc.c.name == name)
+            if name is not None
+            else q.where(cc.c.conversation_id == conversation_id)
+        )
+        return await self.first_row(q, _conversation)

@@ -1,8 +1,13 @@
-"""Ending requests without a decision: expiry (the sweeper) and cancellation (an admin)."""
+"""Ending requests without a decision: expiry (the sweeper) and cancellation (an admin).
+
+The rules are the domain's (``engine.domain.expiry``: when a request expires and what that
+writes; ``engine.domain.cancellation``: what a cancellation ends with the run and journals);
+here they are applied in as few statements as each dialect allows."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import chain
 from typing import Any
 
 from sqlalchemy import (
@@ -15,7 +20,6 @@ from sqlalchemy import (
     insert,
     literal,
     literal_column,
-    or_,
     select,
     update,
 )
@@ -23,21 +27,24 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from engine.adapters.store import tables as t
-from engine.adapters.store.base import (
-    FAST_INSERT_JOURNAL,
-    REQUEUE,
-    Guard,
-    StoreBase,
-    append_journal,
-    insert_outbox,
-    takeover_from_row,
-)
+from engine.adapters.store.base import StoreBase, insert_outbox
 from engine.adapters.store.db import mark_ready
 from engine.adapters.store.fast import Fast
+from engine.adapters.store.journal import FAST_INSERT_JOURNAL, REQUEUE, Guard, append_journal
+from engine.adapters.store.rows import takeover_from_row
+from engine.adapters.store.statuses import status_in
 from engine.adapters.store.tables import UTCDateTime
-from engine.adapters.store.takeovers import _LIVE_RUN, _OPEN
+from engine.domain.cancellation import (
+    CANCELLED_REQUEST,
+    CANCELLED_RUN,
+    CHILDREN_CANCELLED,
+    REQUESTS_CANCELLED,
+    cancel_events,
+    cancelled_error,
+)
 from engine.domain.errors import TransitionRefused
-from engine.domain.model import JournalEvent, NewEvent, RunStatus, TakeoverRequest, TakeoverStatus
+from engine.domain.expiry import EXPIRED, EXPIRES, EXPIRY_EVENT, expiry_data, has_expired
+from engine.domain.model import LIVE_RUN_STATUSES, TakeoverRequest
 from engine.domain.records import OutboxFor
 
 
@@ -52,7 +59,7 @@ class ExpiryStore(StoreBase):
             tr = t.takeover_requests
             pick = (
                 select(tr.c.id, tr.c.run_id)
-                .where(tr.c.status == TakeoverStatus.PENDING.value, tr.c.expires_at <= now)
+                .where(status_in(tr.c.status, EXPIRES), has_expired(tr.c.expires_at, now))
                 .order_by(tr.c.expires_at)
                 .limit(limit)
             )
@@ -85,8 +92,8 @@ class ExpiryStore(StoreBase):
                     "run_id": r["run_id"],
                     "seq": seqs[r["run_id"]] - 1,
                     "step_id": r["step_id"],
-                    "event": JournalEvent.TAKEOVER_EXPIRED.value,
-                    "data": {"requestId": r["id"], "behavior": r["timeout_behavior"]},
+                    "event": EXPIRY_EVENT.value,
+                    "data": expiry_data(r["id"], r["timeout_behavior"]),
                     "at": now,
                 }
                 for r in rows
@@ -124,7 +131,8 @@ class ExpiryStore(StoreBase):
                 first = False
                 children = conn.execute(
                     select(t.runs.c.id).where(
-                        t.runs.c.parent_run_id == current, t.runs.c.status.in_(_LIVE_RUN)
+                        t.runs.c.parent_run_id == current,
+                        status_in(t.runs.c.status, CHILDREN_CANCELLED),
                     )
                 )
                 pending.extend(children.scalars())
@@ -146,11 +154,11 @@ def _expire_all_statement() -> Any:
         update(tr)
         .where(
             tr.c.id == any_(bindparam("ids", type_=postgresql.ARRAY(String()))),
-            tr.c.status == TakeoverStatus.PENDING.value,
+            status_in(tr.c.status, EXPIRES),
         )
-        .values(status=TakeoverStatus.EXPIRED.value, decided_at=now)
+        .values(status=EXPIRED.value, decided_at=now)
         .returning(*tr.c)
-        .cte("expired")
+        .cte("lapsed")
     )
     requeued = (
         update(t.runs)
@@ -163,23 +171,22 @@ def _expire_all_statement() -> Any:
             t.runs.c.id.in_(
                 select(func.unnest(bindparam("run_ids", type_=postgresql.ARRAY(String()))))
             ),
-            t.runs.c.status.in_(_LIVE_RUN),
+            status_in(t.runs.c.status, LIVE_RUN_STATUSES),
             exists().where(expired.c.run_id == t.runs.c.id),
         )
         .values(next_seq=t.runs.c.next_seq + 1, updated_at=now, status=REQUEUE)
         .returning(t.runs.c.id, t.runs.c.next_seq)
         .cte("requeued")
     )
+    data = expiry_data(expired.c.id, expired.c.timeout_behavior)
     journaled = insert(t.journal).from_select(
         ["run_id", "seq", "step_id", "event", "data", "at"],
         select(
             requeued.c.id,
             requeued.c.next_seq - 1,
             expired.c.step_id,
-            literal(JournalEvent.TAKEOVER_EXPIRED.value),
-            func.json_build_object(
-                "requestId", expired.c.id, "behavior", expired.c.timeout_behavior
-            ),
+            literal(EXPIRY_EVENT.value),
+            func.json_build_object(*chain.from_iterable(data.items())),
             now,
         ).join_from(expired, requeued, requeued.c.id == expired.c.run_id),
     )
@@ -201,19 +208,19 @@ _SQLITE_EXPIRE = Fast(
     update(t.takeover_requests)
     .where(
         t.takeover_requests.c.id.in_(_json_keys()),
-        t.takeover_requests.c.status == TakeoverStatus.PENDING.value,
+        status_in(t.takeover_requests.c.status, EXPIRES),
     )
     .values(
-        status=TakeoverStatus.EXPIRED.value,
+        status=EXPIRED.value,
         decided_at=bindparam("now", type_=UTCDateTime()),
     )
     .returning(t.takeover_requests)
 )
 _SQLITE_REQUEUE = Fast(
     update(t.runs)
-    # The live statuses spelled out: a list bound to IN is expanded per execution, which the
-    # constant statement cannot be.
-    .where(t.runs.c.id.in_(_json_keys()), or_(*(t.runs.c.status == status for status in _LIVE_RUN)))
+    # The live statuses as one literal each: a list bound to IN is expanded per execution,
+    # which the constant statement cannot be.
+    .where(t.runs.c.id.in_(_json_keys()), status_in(t.runs.c.status, LIVE_RUN_STATUSES))
     .values(
         next_seq=t.runs.c.next_seq + 1,
         updated_at=bindparam("now", type_=UTCDateTime()),
@@ -224,34 +231,27 @@ _SQLITE_REQUEUE = Fast(
 
 
 def _cancel_one(conn: Connection, run_id: str, actor: str, now: datetime) -> list[TakeoverRequest]:
+    """Cancel one run and its open requests (``engine.domain.cancellation``)."""
     tr = t.takeover_requests
-    rows = list(
-        (
-            conn.execute(
-                update(tr)
-                .where(tr.c.run_id == run_id, tr.c.status.in_(_OPEN))
-                .values(status=TakeoverStatus.CANCELLED.value, decided_by=actor, decided_at=now)
-                .returning(tr)
-            )
-        ).mappings()
-    )
-    events = [
-        NewEvent(JournalEvent.TAKEOVER_CANCELLED, r["step_id"], {"requestId": r["id"]})
-        for r in rows
-    ]
-    events.append(NewEvent(JournalEvent.RUN_CANCELLED, data={"by": actor}))
+    rows = conn.execute(
+        update(tr)
+        .where(tr.c.run_id == run_id, status_in(tr.c.status, REQUESTS_CANCELLED))
+        .values(status=CANCELLED_REQUEST.value, decided_by=actor, decided_at=now)
+        .returning(tr)
+    ).mappings()
+    cancelled = [takeover_from_row(r) for r in rows]
     append_journal(
         conn,
         run_id,
-        events,
+        cancel_events(cancelled, actor),
         now,
-        guard=Guard.LIVE,
+        guard=Guard.CANCELLABLE,
         values={
-            "status": RunStatus.CANCELLED.value,
+            "status": CANCELLED_RUN.value,
             "lease_owner": None,
             "lease_expires_at": None,
-            "error": f"cancelled by {actor}",
+            "error": cancelled_error(actor),
         },
         refused="the run has already ended",
     )
-    return [takeover_from_row(r) for r in rows]
+    return cancelled

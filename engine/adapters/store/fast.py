@@ -101,7 +101,7 @@ class _Compiled:
         # An expanding IN (a list bound as one parameter) is rendered per execution.
         if not compiled.positional or compiled.update_prefetch or compiled.post_compile_params:
             raise _Unsupported()
-        # Literal values inside the statement (``status == 'running'``) and scalar column
+        # Literal values inside the statement (``event == 'step_started'``) and scalar column
         # defaults of an INSERT (SQLAlchemy fills both in at execution).
         fixed: dict[str, Any] = {
             name: bind.effective_value

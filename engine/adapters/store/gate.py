@@ -17,7 +17,9 @@ from sqlalchemy import delete, exists, insert, or_, select
 from sqlalchemy.engine import Connection
 
 from engine.adapters.store import tables as t
-from engine.adapters.store.base import StoreBase, append_journal
+from engine.adapters.store.base import StoreBase
+from engine.adapters.store.journal import append_journal
+from engine.adapters.store.statuses import status_in
 from engine.domain.errors import NotFound
 from engine.domain.model import (
     TERMINAL_RUN_STATUSES,
@@ -66,7 +68,7 @@ class GateStore(StoreBase):
                     ce.c.data["node_type"].as_string() == node_type,
                     runs.c.agent.is_(None) if agent is None else runs.c.agent == agent,
                     completed,
-                    or_(runs.c.status.in_([s.value for s in TERMINAL_RUN_STATUSES]), rated),
+                    or_(status_in(runs.c.status, TERMINAL_RUN_STATUSES), rated),
                 )
                 .order_by(ce.c.at.desc(), ce.c.run_id, ce.c.seq)
                 .limit(limit)

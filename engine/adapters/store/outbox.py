@@ -1,9 +1,12 @@
 """The outbox: chat messages written with the events that caused them, delivered later.
 
 A dispatcher claims due messages for a short time (so two replicas never send the same one at
-once), then marks each sent, to retry at a time, or failed for good. Updates of cards already
-posted (``card_update``) are claimed ahead of everything else: a decision's card update must
-not wait behind a busy channel's queue of new cards."""
+once), then marks each sent, to retry at a time, or failed for good (the lifecycle is
+``engine.domain.outbox``). Updates of cards already posted (``URGENT_KINDS``) are claimed
+ahead of everything else.
+
+Marking a message sent or failed is not fenced by its status: the claim is the fence, and a
+dispatcher whose claim lapsed under a send still records what happened to it."""
 
 from __future__ import annotations
 
@@ -17,16 +20,12 @@ from sqlalchemy.engine import Connection
 from engine.adapters.store import tables as t
 from engine.adapters.store.base import StoreBase, insert_outbox
 from engine.adapters.store.fast import Fast
+from engine.adapters.store.statuses import status_in
 from engine.adapters.store.tables import UTCDateTime
 from engine.domain.model import OutboxMessage, OutboxRecord
-from engine.domain.records import URGENT_KINDS
+from engine.domain.outbox import URGENT_KINDS, OutboxStatus, priority
 
-PENDING, SENT, FAILED = "pending", "sent", "failed"
-
-
-def priority(message: OutboxRecord) -> tuple[int, int]:
-    """The order a channel's claimed messages go out in: card updates first, then by id."""
-    return (0 if message.kind in URGENT_KINDS else 1, message.id)
+_PENDING = (OutboxStatus.PENDING,)
 
 
 def _record(row: object) -> OutboxRecord:
@@ -48,7 +47,7 @@ def _due(now: Any) -> ColumnElement[bool]:
     """Pending, due, and not claimed by a live claim."""
     ob = t.outbox
     return and_(
-        ob.c.status == PENDING,
+        status_in(ob.c.status, _PENDING),
         ob.c.next_attempt_at <= now,
         or_(ob.c.claimed_until.is_(None), ob.c.claimed_until < now),
     )
@@ -113,7 +112,7 @@ class OutboxStore(StoreBase):
                 update(t.outbox)
                 .where(t.outbox.c.id == message_id)
                 .values(
-                    status=SENT,
+                    status=OutboxStatus.SENT.value,
                     sent_at=now,
                     attempts=t.outbox.c.attempts + 1,
                     claimed_by=None,
@@ -151,7 +150,7 @@ class OutboxStore(StoreBase):
                 .where(
                     t.outbox.c.id.in_(message_ids),
                     t.outbox.c.claimed_by == owner,
-                    t.outbox.c.status == PENDING,
+                    status_in(t.outbox.c.status, _PENDING),
                 )
                 .values(claimed_until=until)
             )
@@ -176,7 +175,7 @@ class OutboxStore(StoreBase):
                 update(t.outbox)
                 .where(t.outbox.c.id == message_id)
                 .values(
-                    status=FAILED,
+                    status=OutboxStatus.FAILED.value,
                     error=error[:2000],
                     attempts=t.outbox.c.attempts + 1,
                     claimed_by=None,
@@ -186,25 +185,31 @@ class OutboxStore(StoreBase):
 
         await self.db.transact(work)
 
-    async def outbox_counts(self) -> dict[str, int]:
-        def work(conn: Connection) -> dict[str, int]:
+    async def outbox_counts(self) -> dict[OutboxStatus, int]:
+        def work(conn: Connection) -> dict[OutboxStatus, int]:
             rows = conn.execute(select(t.outbox.c.status, func.count()).group_by(t.outbox.c.status))
-            return {status: int(n) for status, n in rows.all()}
+            return {OutboxStatus(status): int(n) for status, n in rows.all()}
 
         return await self.db.transact(work, write=False)
 
     async def outbox_messages(
-        self, *, run_id: str | None = None, status: str | None = None, limit: int = 1000
-    ) -> list[tuple[OutboxRecord, str, str | None]]:
+        self,
+        *,
+        run_id: str | None = None,
+        status: OutboxStatus | None = None,
+        limit: int = 1000,
+    ) -> list[tuple[OutboxRecord, OutboxStatus, str | None]]:
         """Messages with their status and last error (for tests and the console)."""
 
-        def work(conn: Connection) -> list[tuple[OutboxRecord, str, str | None]]:
+        def work(conn: Connection) -> list[tuple[OutboxRecord, OutboxStatus, str | None]]:
             q = select(t.outbox).order_by(t.outbox.c.id).limit(limit)
             if run_id is not None:
                 q = q.where(t.outbox.c.run_id == run_id)
             if status is not None:
-                q = q.where(t.outbox.c.status == status)
+                q = q.where(status_in(t.outbox.c.status, [OutboxStatus(status)]))
             rows = conn.execute(q)
-            return [(_record(r), r._mapping["status"], r._mapping["error"]) for r in rows]
+            return [
+                (_record(r), OutboxStatus(r._mapping["status"]), r._mapping["error"]) for r in rows
+            ]
 
         return await self.db.transact(work, write=False)

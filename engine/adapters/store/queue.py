@@ -15,7 +15,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql import ColumnElement
 
 from engine.adapters.store import tables as t
-from engine.adapters.store.base import StoreBase, run_from_row, takeover_from_row
+from engine.adapters.store.base import StoreBase
+from engine.adapters.store.rows import run_from_row, takeover_from_row
+from engine.adapters.store.statuses import status_in
 from engine.adapters.store.takeovers import votes_of
 from engine.domain.model import Run, TakeoverRequest
 from engine.domain.records import QueueQuery
@@ -30,7 +32,7 @@ class QueueStore(StoreBase):
         def work(conn: Connection) -> list[tuple[TakeoverRequest, Run]]:
             tr = t.takeover_requests
             postgres = conn.dialect.name == "postgresql"
-            where: list[ColumnElement[bool]] = [tr.c.status == query.status.value]
+            where: list[ColumnElement[bool]] = [status_in(tr.c.status, [query.status])]
             if query.kind is not None:
                 where.append(tr.c.kind == query.kind.value)
             if query.approver is not None:

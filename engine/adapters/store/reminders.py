@@ -14,7 +14,11 @@ from sqlalchemy import ColumnElement, select, update
 from sqlalchemy.engine import Connection
 
 from engine.adapters.store import tables as t
-from engine.adapters.store.base import StoreBase, insert_outbox, takeover_from_row
+from engine.adapters.store.base import StoreBase, insert_outbox
+from engine.adapters.store.rows import takeover_from_row
+from engine.adapters.store.statuses import status_in
+from engine.domain.approvers import escalated_approvers
+from engine.domain.expiry import still_open
 from engine.domain.model import TakeoverRequest, TakeoverStatus
 from engine.domain.records import OutboxFor
 
@@ -29,17 +33,18 @@ class ReminderStore(StoreBase):
         limit: int = 500,
     ) -> tuple[list[TakeoverRequest], list[TakeoverRequest]]:
         """Queue the due reminders and escalations of requests still pending (and not yet
-        expired); returns (reminded, escalated). An escalation adds ``escalate_to`` to a request
-        that names its approvers, so the people it asks can decide."""
+        expired); returns (reminded, escalated). An escalation widens the request's approvers
+        (``engine.domain.approvers.escalated_approvers``), so the people it asks can decide."""
 
         def work(conn: Connection) -> tuple[list[TakeoverRequest], list[TakeoverRequest]]:
             tr = t.takeover_requests
             reminded = _claim(conn, self.db.is_sqlite, tr.c.remind_at, now, limit)
             escalated = _claim(conn, self.db.is_sqlite, tr.c.escalate_at, now, limit)
             for request in escalated:
-                if request.approvers:
-                    widened = list(dict.fromkeys([*request.approvers, *request.escalate_to]))
-                    conn.execute(update(tr).where(tr.c.id == request.id).values(approvers=widened))
+                widened = escalated_approvers(request)
+                if widened is not None:
+                    stmt = update(tr).where(tr.c.id == request.id).values(approvers=list(widened))
+                    conn.execute(stmt)
             messages = [m for r in reminded for m in remind(r)]
             messages += [m for r in escalated for m in escalate(r)]
             insert_outbox(conn, self, messages, now)
@@ -60,8 +65,8 @@ def _claim(
     condition = (
         due.is_not(None),
         due <= now,
-        tr.c.status == TakeoverStatus.PENDING.value,
-        tr.c.expires_at > now,  # about to expire anyway: the expiry notice says it all
+        status_in(tr.c.status, [TakeoverStatus.PENDING]),
+        still_open(tr.c.expires_at, now),  # about to expire anyway: the expiry notice says it all
     )
     pick = select(tr.c.id).where(*condition).order_by(due).limit(limit)
     if not is_sqlite:

@@ -1,33 +1,32 @@
-"""Runs and their journal: create, claim with a lease, append (fenced), park, finish."""
+"""Runs and their journal: create, read, append (fenced by the lease), park, finish. Claiming
+runs and their leases are ``engine.adapters.store.leases``."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Integer, String, and_, bindparam, or_, select, update
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from engine.adapters.store import tables as t
-from engine.adapters.store.base import (
+from engine.adapters.store.base import StoreBase, insert_outbox
+from engine.adapters.store.db import mark_ready
+from engine.adapters.store.journal import (
     FAST_INSERT_JOURNAL,
-    FAST_INSERT_RUN,
-    FAST_INSERT_TAKEOVER,
     AlreadyAppended,
     Guard,
-    StoreBase,
     append_journal,
-    insert_outbox,
-    journal_from_row,
-    read_for_worker,
     read_run_and_journal,
+)
+from engine.adapters.store.rows import (
+    FAST_INSERT_RUN,
+    FAST_INSERT_TAKEOVER,
+    journal_from_row,
     run_from_row,
     takeover_values,
 )
-from engine.adapters.store.db import mark_ready
-from engine.adapters.store.fast import Fast
-from engine.adapters.store.tables import UTCDateTime
 from engine.adapters.store.takeovers import cancel_unreached
 from engine.domain.errors import NotFound, TransitionRefused
 from engine.domain.model import (
@@ -39,45 +38,7 @@ from engine.domain.model import (
     RunStatus,
     TakeoverRequest,
 )
-from engine.domain.records import NewRun, OutboxFor, Plan
-
-_CLAIMS: dict[bool, Fast] = {}
-
-
-def _claimable() -> Any:
-    """Queued runs, and running runs whose lease ran out."""
-    return or_(
-        t.runs.c.status == RunStatus.QUEUED.value,
-        and_(
-            t.runs.c.status == RunStatus.RUNNING.value,
-            t.runs.c.lease_expires_at < bindparam("now", type_=UTCDateTime()),
-        ),
-    )
-
-
-_ANY_CLAIMABLE = Fast(select(t.runs.c.id).where(_claimable()).limit(1))
-
-
-def _claim_statement(sqlite: bool) -> Fast:
-    """The claimable runs, oldest first, claimed in one statement; built once per dialect
-    (PostgreSQL skips rows another replica is claiming at the same moment)."""
-    stmt = _CLAIMS.get(sqlite)
-    if stmt is None:
-        pick = select(t.runs.c.id).where(_claimable()).order_by(t.runs.c.updated_at)
-        pick = pick.limit(bindparam("limit", type_=Integer()))
-        if not sqlite:
-            pick = pick.with_for_update(skip_locked=True)
-        stmt = _CLAIMS[sqlite] = Fast(
-            update(t.runs)
-            .where(t.runs.c.id.in_(pick.scalar_subquery()))
-            .values(
-                status=RunStatus.RUNNING.value,
-                lease_owner=bindparam("owner", type_=String()),
-                lease_expires_at=bindparam("until", type_=UTCDateTime()),
-            )
-            .returning(t.runs.c.id)
-        )
-    return stmt
+from engine.domain.records import NewRun, OutboxFor
 
 
 class RunStore(StoreBase):
@@ -166,56 +127,6 @@ class RunStore(StoreBase):
             return read_run_and_journal(conn, run_id)
 
         return await self.db.transact(work, write=False)
-
-    async def claim_runs(
-        self,
-        owner: str,
-        now: datetime,
-        lease: timedelta,
-        limit: int,
-        *,
-        read: dict[str, tuple[Run, list[JournalEntry]]] | None = None,
-        plan: Plan | None = None,
-    ) -> list[str]:
-        """Take up to ``limit`` queued runs (or running runs whose lease ran out) for ``owner``.
-        With ``read``, each claimed run and its journal, read in the claiming transaction, are
-        put there: what its worker replays first, with no read of its own (and with ``plan``,
-        what that replay would commit first is appended already: ``Adopt.plan``)."""
-
-        def work(conn: Connection) -> list[str]:
-            if read is not None:
-                read.clear()  # from an attempt that was rolled back
-            params = {"now": now, "owner": owner, "until": now + lease, "limit": limit}
-            ids = list(_claim_statement(self.db.is_sqlite)(conn, params).scalars())
-            if read is not None:
-                for run_id in ids:
-                    read[run_id] = read_for_worker(conn, run_id, owner, now, plan)
-            return ids
-
-        if await self.nothing_to_claim(_ANY_CLAIMABLE, {"now": now}):
-            return []
-        return await self.db.transact(work)
-
-    async def renew_leases(self, run_ids: Sequence[str], owner: str, until: datetime) -> int:
-        """Extend ``owner``'s leases on ``run_ids`` to ``until``; a run no longer running or
-        leased by ``owner`` is left alone. Returns how many were extended."""
-
-        def work(conn: Connection) -> int:
-            res = conn.execute(
-                update(t.runs)
-                .where(
-                    self.one_of(t.runs.c.id, run_ids),
-                    t.runs.c.lease_owner == owner,
-                    t.runs.c.status == RunStatus.RUNNING.value,
-                )
-                .values(lease_expires_at=until)
-            )
-            return int(res.rowcount)
-
-        return await self.db.transact(work) if run_ids else 0
-
-    async def renew_lease(self, run_id: str, owner: str, until: datetime) -> bool:
-        return bool(await self.renew_leases([run_id], owner, until))
 
     async def append_events(
         self,
@@ -320,25 +231,6 @@ class RunStore(StoreBase):
 
         return await self.db.transact(work)
 
-    async def requeue_run(self, run_id: str, owner: str, now: datetime) -> bool:
-        """Give a claimed run back to the queue (shutdown): another worker resumes it."""
-
-        def work(conn: Connection) -> bool:
-            res = conn.execute(
-                update(t.runs)
-                .where(t.runs.c.id == run_id, *_fence(owner))
-                .values(
-                    status=RunStatus.QUEUED.value,
-                    lease_owner=None,
-                    lease_expires_at=None,
-                    updated_at=now,
-                )
-            )
-            mark_ready(conn)
-            return bool(res.rowcount)
-
-        return await self.db.transact(work)
-
     async def fail_run_unowned(self, run_id: str, error: str, now: datetime) -> bool:
         """Fail a non-terminal run from outside a worker (e.g. its workflow was deleted)."""
 
@@ -363,10 +255,6 @@ class RunStore(StoreBase):
             return True
 
         return await self.db.transact(work)
-
-
-def _fence(owner: str) -> list[Any]:
-    return [t.runs.c.lease_owner == owner, t.runs.c.status == RunStatus.RUNNING.value]
 
 
 def _insert_run(
@@ -448,7 +336,7 @@ def _wake_parent(conn: Connection, parent_id: str, event: NewEvent, now: datetim
             parent_id,
             [event],
             now,
-            guard=Guard.WAITING,
+            guard=Guard.PARKED,
             values={"status": RunStatus.QUEUED.value},
         )
         mark_ready(conn)

@@ -11,19 +11,20 @@ from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.engine import Connection
 
 from engine.adapters.store import tables as t
-from engine.adapters.store.base import (
-    FAST_INSERT_TAKEOVER,
-    Guard,
-    StoreBase,
-    append_journal,
-    insert_outbox,
-    takeover_from_row,
-    takeover_values,
-)
+from engine.adapters.store.base import StoreBase, insert_outbox
 from engine.adapters.store.fast import Fast
+from engine.adapters.store.journal import Guard, append_journal
+from engine.adapters.store.rows import FAST_INSERT_TAKEOVER, takeover_from_row, takeover_values
+from engine.adapters.store.statuses import status_in
+from engine.domain.cancellation import (
+    CANCELLED_REQUEST,
+    REQUESTS_CANCELLED,
+    UNREACHED_NOTE,
+    unreached_events,
+)
 from engine.domain.errors import Conflict, NotFound, TransitionRefused
 from engine.domain.model import (
-    TERMINAL_RUN_STATUSES,
+    OPEN_TAKEOVER_STATUSES,
     JournalEvent,
     NewEvent,
     RunStatus,
@@ -32,9 +33,6 @@ from engine.domain.model import (
     Vote,
 )
 from engine.domain.records import OutboxFor
-
-_OPEN = (TakeoverStatus.PENDING.value, TakeoverStatus.GRANTED.value)
-_LIVE_RUN = [s.value for s in RunStatus if s not in TERMINAL_RUN_STATUSES]
 
 
 class TakeoverStore(StoreBase):
@@ -56,7 +54,7 @@ class TakeoverStore(StoreBase):
             if run_id is not None:
                 q = q.where(t.takeover_requests.c.run_id == run_id)
             if statuses:
-                q = q.where(t.takeover_requests.c.status.in_([s.value for s in statuses]))
+                q = q.where(status_in(t.takeover_requests.c.status, statuses))
             rows = list((conn.execute(q)).mappings())
             votes = votes_of(conn, [r["id"] for r in rows])
             return [takeover_from_row(r, votes.get(r["id"], ())) for r in rows]
@@ -68,7 +66,7 @@ class TakeoverStore(StoreBase):
             tr = t.takeover_requests
             res = conn.execute(
                 update(tr)
-                .where(tr.c.id == request_id, tr.c.status == TakeoverStatus.GRANTED.value)
+                .where(tr.c.id == request_id, status_in(tr.c.status, [TakeoverStatus.GRANTED]))
                 .values(sdp_answer=answer)
             )
             if not res.rowcount:
@@ -93,13 +91,13 @@ class TakeoverStore(StoreBase):
                     .select_from(t.takeover_requests)
                     .where(
                         t.takeover_requests.c.run_id == request.run_id,
-                        t.takeover_requests.c.status.in_(_OPEN),
+                        status_in(t.takeover_requests.c.status, OPEN_TAKEOVER_STATUSES),
                     )
                 )
             ).scalar_one()
             if open_count:
                 raise TransitionRefused(
-                    "the run already has an open takeover request", current="waiting"
+                    "the run already has an open takeover request", current=RunStatus.WAITING.value
                 )
             append_journal(
                 conn,
@@ -185,31 +183,16 @@ def load_takeover(conn: Connection, request_id: str) -> TakeoverRequest:
     return with_votes(conn, row)
 
 
-UNREACHED_NOTE = "the run ended before it reached this step"
-
-
 def cancel_unreached(conn: Connection, run_id: str, now: datetime) -> list[TakeoverRequest]:
     """Cancel the open requests of a run that has just ended (journaled after its end)."""
     tr = t.takeover_requests
-    rows = list(
-        conn.execute(
-            update(tr)
-            .where(
-                tr.c.run_id == run_id,
-                tr.c.status.in_([TakeoverStatus.PENDING.value, TakeoverStatus.GRANTED.value]),
-            )
-            .values(status=TakeoverStatus.CANCELLED.value, decided_at=now, notes=UNREACHED_NOTE)
-            .returning(tr)
-        ).mappings()
-    )
-    if rows:
-        events = [
-            NewEvent(
-                JournalEvent.TAKEOVER_CANCELLED,
-                r["step_id"],
-                {"requestId": r["id"], "notes": UNREACHED_NOTE},
-            )
-            for r in rows
-        ]
-        append_journal(conn, run_id, events, now, guard=Guard.EXISTS)
-    return [takeover_from_row(r) for r in rows]
+    rows = conn.execute(
+        update(tr)
+        .where(tr.c.run_id == run_id, status_in(tr.c.status, REQUESTS_CANCELLED))
+        .values(status=CANCELLED_REQUEST.value, decided_at=now, notes=UNREACHED_NOTE)
+        .returning(tr)
+    ).mappings()
+    cancelled = [takeover_from_row(r) for r in rows]
+    if cancelled:
+        append_journal(conn, run_id, unreached_events(cancelled), now, guard=Guard.EXISTS)
+    return cancelled

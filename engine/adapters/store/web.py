@@ -4,7 +4,7 @@ and the local admin's one-time sign-in token.
 A decision through a signed link must be recorded as a *use* of that link in the decision's own
 transaction: otherwise a crash between the two leaves either a decision whose link still works
 or a used link without a decision. ``with_link_use`` runs the record and the decision's own
-unit of work (``TakeoverStore.grant_unit`` and friends) in one transaction.
+unit of work (``GrantStore.grant_unit`` and friends) in one transaction.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
 
 from engine.adapters.store import tables as t
-from engine.adapters.store.base import StoreBase, journal_from_row, run_from_row, takeover_from_row
+from engine.adapters.store.base import StoreBase
 from engine.adapters.store.records import token_from_row
+from engine.adapters.store.rows import journal_from_row, run_from_row, takeover_from_row
 from engine.domain.errors import NotFound
 from engine.domain.model import ApiToken, JournalEntry, Role, Run, TakeoverRequest
 from engine.domain.records import LinkUse, LinkUsed
@@ -38,16 +39,10 @@ class WebStore(StoreBase):
     # -- single-use approval links -----------------------------------------------------------
 
     async def link_use(self, request_id: str, person: str) -> LinkUse | None:
-        def work(conn: Connection) -> LinkUse | None:
-            lu = t.link_uses
-            row = (
-                conn.execute(select(lu).where(lu.c.request_id == request_id, lu.c.person == person))
-                .mappings()
-                .first()
-            )
-            return None if row is None else _use(row)
-
-        return await self.db.transact(work, write=False)
+        lu = t.link_uses
+        return await self.first_row(
+            select(lu).where(lu.c.request_id == request_id, lu.c.person == person), _use
+        )
 
     async def with_link_use(self, use: LinkUse, decide: Callable[[Connection], T]) -> T:
         """Record ``use`` and run the decision ``decide`` (a store unit of work such as
@@ -134,14 +129,9 @@ class WebStore(StoreBase):
 
     async def active_token(self, name: str) -> ApiToken | None:
         """The token ``name`` unless it was revoked (a session lives only as long as it)."""
-
-        def work(conn: Connection) -> ApiToken | None:
-            at = t.api_tokens
-            q = select(at).where(at.c.name == name, at.c.revoked_at.is_(None))
-            row = conn.execute(q).mappings().first()
-            return None if row is None else token_from_row(row)
-
-        return await self.db.transact(work, write=False)
+        at = t.api_tokens
+        q = select(at).where(at.c.name == name, at.c.revoked_at.is_(None))
+        return await self.first_row(q, token_from_row)
 
     async def put_token(
         self, name: str, role: Role, person: str | None, token_hash: str, now: datetime

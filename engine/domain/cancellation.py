@@ -1,0 +1,56 @@
+"""Cancelling a run: what it ends with it, and what that writes.
+
+An admin's cancellation ends the run (``cancelled``, its lease dropped, ``error`` saying by
+whom), cancels its open takeover requests, and cancels every child run that has not ended,
+and their children in turn: a parent waiting on a child would otherwise leave it running for
+nobody. A run that ends on its own with an operator's request still open (for a step it never
+reached) cancels that request, noting why (``UNREACHED_NOTE``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from engine.domain.model import (
+    RUN_ALLOWED,
+    TAKEOVER_ALLOWED,
+    JournalEvent,
+    NewEvent,
+    RunStatus,
+    TakeoverRequest,
+    TakeoverStatus,
+    sources_of,
+)
+
+CANCELLED_RUN = RunStatus.CANCELLED
+CANCELLED_REQUEST = TakeoverStatus.CANCELLED
+CHILDREN_CANCELLED = sources_of(CANCELLED_RUN, RUN_ALLOWED)
+"""The statuses of the child runs cancelled with their parent: every one not ended yet."""
+REQUESTS_CANCELLED = sources_of(CANCELLED_REQUEST, TAKEOVER_ALLOWED)
+"""The statuses of the requests cancelled with their run: every one still open."""
+
+UNREACHED_NOTE = "the run ended before it reached this step"
+
+
+def cancelled_error(actor: str) -> str:
+    """The ``error`` of a run ``actor`` cancelled."""
+    return f"cancelled by {actor}"
+
+
+def cancel_events(requests: Sequence[TakeoverRequest], actor: str) -> list[NewEvent]:
+    """What cancelling a run journals: each open request cancelled, then the run."""
+    events = [
+        NewEvent(JournalEvent.TAKEOVER_CANCELLED, r.step_id, {"requestId": r.id}) for r in requests
+    ]
+    events.append(NewEvent(JournalEvent.RUN_CANCELLED, data={"by": actor}))
+    return events
+
+
+def unreached_events(requests: Sequence[TakeoverRequest]) -> list[NewEvent]:
+    """What a run that ended journals for the requests it never reached."""
+    return [
+        NewEvent(
+            JournalEvent.TAKEOVER_CANCELLED, r.step_id, {"requestId": r.id, "notes": UNREACHED_NOTE}
+        )
+        for r in requests
+    ]
