@@ -52,7 +52,8 @@ async def test_demo_run_from_the_console_to_completed(api: Api, browser: Any) ->
     # The approval appears on the live timeline; follow its link in a second tab.
     approval_link = page.get_by_role("link", name="Open the approval page")
     await approval_link.wait_for()
-    assert await page.locator("#run-status").inner_text() == "waiting"
+    # The timeline's item and the status badge arrive as two updates of the stream.
+    await page.locator("#run-status", has_text="waiting").wait_for()
     decide = await page.context.new_page()
     await decide.goto(f"{base_url(api)}{await approval_link.get_attribute('href')}")
     assert re.search(r"Refund \d+\.\d\d EUR for A-\d+", await decide.content())
