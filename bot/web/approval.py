@@ -34,6 +34,7 @@ from cards.render import render_web_card
 from cards.templating import plain_date
 from cards.view import build_view
 from engine.domain.errors import SignoffError, Unauthorized
+from engine.domain.expiry import status_at
 from engine.domain.model import Principal, TakeoverRequest, TakeoverStatus
 from engine.domain.timeline import TimelineReader
 from engine.services.links import ApprovalLink, LinkUse
@@ -60,8 +61,7 @@ class Situation:
 
 
 def _expired(request: TakeoverRequest, now: datetime) -> bool:
-    pending = request.status is TakeoverStatus.PENDING
-    return request.status is TakeoverStatus.EXPIRED or (pending and request.expires_at <= now)
+    return status_at(request, now) is TakeoverStatus.EXPIRED
 
 
 def situation(

@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from engine.domain.call_workflow import APPROVE_ONLY
+from engine.domain.expiry import status_at
 from engine.domain.model import Run, RunStatus, TakeoverRequest, TakeoverStatus
 
 
@@ -83,9 +84,7 @@ def call_view(run: Run, request: TakeoverRequest | None, now: datetime) -> CallV
     if request is not None:
         if request.status == TakeoverStatus.DENIED:
             return view(CallStatus.DENIED, reason=request.notes or "denied", decided_by=approver)
-        if request.status == TakeoverStatus.EXPIRED or (
-            request.status == TakeoverStatus.PENDING and request.expires_at <= now
-        ):
+        if status_at(request, now) == TakeoverStatus.EXPIRED:
             when = request.expires_at.isoformat().replace("+00:00", "Z")
             return view(CallStatus.EXPIRED, reason=f"nobody decided before {when}")
         if request.status == TakeoverStatus.CANCELLED:
