@@ -34,7 +34,7 @@ from typing import Protocol
 
 from engine.adapters.store import SqlStore
 from engine.adapters.store.outbox import URGENT_KINDS
-from engine.domain.errors import SignoffError
+from engine.domain.errors import DeliveryError, SignoffError
 from engine.domain.model import OutboxRecord
 from engine.ports import Clock
 from engine.services.background import BackgroundLoop, cancel_and_wait
@@ -52,15 +52,6 @@ class _Claim:
     ids: list[int]
     claimed_at: float
     until: float
-
-
-class DeliveryError(Exception):
-    def __init__(
-        self, message: str, *, retry_after: float | None = None, permanent: bool = False
-    ) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-        self.permanent = permanent
 
 
 class Sink(Protocol):

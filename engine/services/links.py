@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote, urlencode
 
 from engine.domain import notify
-from engine.domain.errors import Conflict, Forbidden, Gone, InvalidRequest
+from engine.domain.errors import Forbidden, Gone, InvalidRequest
 from engine.domain.model import TakeoverRequest
 from engine.services.approvals import MAX_NOTES
 
@@ -87,16 +87,6 @@ class LinkUse:
     person: str
     action: str
     used_at: datetime
-
-
-class LinkUsed(Conflict):
-    """The link already decided its request (``use`` says how and when)."""
-
-    code = "link_used"
-
-    def __init__(self, request_id: str, use: LinkUse | None) -> None:
-        super().__init__("this link has already been used", request_id=request_id)
-        self.use = use
 
 
 class ApprovalLinks:

@@ -32,7 +32,7 @@ from engine.adapters.store import tables as t
 from engine.adapters.store.db import OUTBOX_READY, Database, mark_ready
 from engine.adapters.store.fast import Fast
 from engine.adapters.store.tables import UTCDateTime
-from engine.domain.errors import NotFound, TransitionRefused
+from engine.domain.errors import AlreadyAppended, NotFound, TransitionRefused
 from engine.domain.model import (
     RUN_ALLOWED,
     JournalEntry,
@@ -431,15 +431,6 @@ def append_journal(
             ],
         )
     return int(first)
-
-
-class AlreadyAppended(Exception):
-    """An append found its events already in the journal from ``first`` on (see
-    ``append_journal``'s ``expect``)."""
-
-    def __init__(self, first: int) -> None:
-        super().__init__(first)
-        self.first = first
 
 
 _JOURNAL_SLICE = Fast(

@@ -16,7 +16,6 @@ from engine.adapters.store.base import (
     FAST_INSERT_RUN,
     FAST_INSERT_TAKEOVER,
     Adopt,
-    AlreadyAppended,
     Guard,
     Plan,
     StoreBase,
@@ -32,7 +31,7 @@ from engine.adapters.store.db import mark_ready
 from engine.adapters.store.fast import Fast
 from engine.adapters.store.tables import UTCDateTime
 from engine.adapters.store.takeovers import OutboxFor, cancel_unreached
-from engine.domain.errors import NotFound, TransitionRefused
+from engine.domain.errors import AlreadyAppended, NotFound, TransitionRefused
 from engine.domain.model import (
     JournalEntry,
     JournalEvent,

@@ -19,9 +19,9 @@ from sqlalchemy.engine import Connection
 from engine.adapters.store import tables as t
 from engine.adapters.store.base import StoreBase, journal_from_row, run_from_row, takeover_from_row
 from engine.adapters.store.records import token_from_row
-from engine.domain.errors import NotFound
+from engine.domain.errors import LinkUsed, NotFound
 from engine.domain.model import ApiToken, JournalEntry, Role, Run, TakeoverRequest
-from engine.services.links import LinkUse, LinkUsed
+from engine.services.links import LinkUse
 
 T = TypeVar("T")
 
