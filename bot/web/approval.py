@@ -32,9 +32,10 @@ from cards.render import render_web_card
 from cards.templating import plain_date
 from cards.view import build_view
 from engine.domain.errors import Conflict, Forbidden, Gone, InvalidRequest, Unauthorized
+from engine.domain.links import LinkUse
 from engine.domain.model import Principal, TakeoverRequest, TakeoverStatus
 from engine.domain.timeline import TimelineReader
-from engine.services.links import ApprovalLink, LinkUse
+from engine.services.links import ApprovalLink
 
 routes = web.RouteTableDef()
 _PAST = {"grant": "approved", "deny": "denied", "takeover": "took over", "release": "released"}

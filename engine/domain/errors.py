@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.domain.links import LinkUse
+
 
 class SignoffError(Exception):
     """The root of every error Signoff raises on purpose."""
@@ -107,11 +109,11 @@ class CommandUsageError(InvalidRequest):
 
 class LinkUsed(Conflict):
     """The link already decided its request (``engine.services.links``); ``use`` says how and
-    when (a ``LinkUse``, or None when its row is gone)."""
+    when (None when its row is gone)."""
 
     code = "link_used"
 
-    def __init__(self, request_id: str, use: Any) -> None:
+    def __init__(self, request_id: str, use: LinkUse | None) -> None:
         super().__init__("this link has already been used", request_id=request_id)
         self.use = use
 
