@@ -17,17 +17,17 @@ from engine.adapters.connectors.demo_ledger import DemoLedger
 from engine.adapters.connectors.http import HttpConnector
 from engine.adapters.connectors.python_callable import PythonConnector
 from engine.adapters.llm import OpenAICompatibleSampler
+from engine.adapters.outbound import OutboundGuard
 from engine.adapters.store import Database, NewRun, SqlStore
 from engine.adapters.store.dbclock import DatabaseClock
 from engine.adapters.store.listen import PgListener
 from engine.config import AppConfig
-from engine.config.connectors import ActionKind
 from engine.domain import notify
 from engine.domain.approvers import acting_agent, person_principal
 from engine.domain.call_workflow import held_call_connectors, is_call_workflow
 from engine.domain.errors import InvalidRequest
 from engine.domain.model import Node, NodeType, Principal, Role, Run
-from engine.domain.outbound import OutboundGuard
+from engine.domain.policy_rules import ActionKind
 from engine.gate import ConfidenceGate
 from engine.ports import Clock, Connector, IdSource, Sampler, StepGate, SystemClock, UuidSource
 from engine.services.approvals import Approvals

@@ -13,7 +13,7 @@ from bot.api.errors import json_response
 from bot.api.routing import STR, RouteTable, obj
 from bot.api.views import iso
 from bot.keys import ENGINE
-from engine.config.sections import Estimator
+from engine.domain.confidence import Estimator
 from engine.domain.errors import InvalidRequest
 from engine.domain.model import Role
 from engine.gate import GateStatus

@@ -16,7 +16,7 @@ refused it: retrying will not help), and so is a redirect (never followed: the U
 is the only one called); anything else, and network errors, are retried (``Retry-After``
 honoured). The URLs are called from the server, never at an internal address unless
 ``server.allowInternalTargets`` lists it (``engine.domain.outbound``: checked when the URL arrives
-and again, on what the name resolves to, when it is called).
+and, by ``engine.adapters.outbound``, again on what the name resolves to when it is called).
 """
 
 from __future__ import annotations
@@ -29,11 +29,11 @@ import secrets
 
 import aiohttp
 
+from engine.adapters.outbound import OutboundGuard, RefusedTarget
 from engine.adapters.store import SqlStore
 from engine.domain.calls_view import call_view
 from engine.domain.errors import DeliveryError, InvalidRequest, NotFound
 from engine.domain.model import OutboxRecord
-from engine.domain.outbound import OutboundGuard, RefusedTarget
 from engine.ports import Clock
 
 log = logging.getLogger(__name__)

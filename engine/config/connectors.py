@@ -15,9 +15,10 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from engine.config.policies import Rule, parse_rules
+from engine.config.policies import parse_rules
 from engine.config.values import CALLABLE_RE, NAME_RE, Section, join, type_name
 from engine.domain.expressions import check_template
+from engine.domain.policy_rules import ActionKind, Rule
 
 __all__ = [
     "DEMO_LEDGER",
@@ -53,12 +54,6 @@ class ConnectorType(StrEnum):
     PYTHON = "python"  # a "module:function" callable
     DEMO_LEDGER = "demo-ledger"  # the built-in in-memory ledger of the demo workflow
     SLACK_MESSAGE = "slack-message"  # posts a message through the configured Slack bot
-
-
-class ActionKind(StrEnum):
-    READ = "read"  # no side effect (runs under policy.defaultMode: risk)
-    WRITE = "write"  # a side effect (held under risk mode)
-    DESTRUCTIVE = "destructive"  # an irreversible side effect (held under risk mode)
 
 
 def _no_headers() -> Mapping[str, str]:

@@ -12,16 +12,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 from engine.config.values import Section, join, suggest, type_name
-from engine.domain.workflows import check_channel
+from engine.config.workflows import check_channel
+from engine.domain.policy_rules import MAX_CONDITIONS, Condition, Decision, Rule
 
-__all__ = ["MAX_CONDITIONS", "Condition", "Decision", "Rule", "parse_rules", "principal_checker"]
+__all__ = ["parse_rules", "principal_checker"]
 
-MAX_CONDITIONS = 10
 _RULE_KEYS = (
     "name",
     "decision",
@@ -33,47 +31,6 @@ _RULE_KEYS = (
     "channels",
 )
 _CONDITION_KEYS = ("arg", "match", "negate")
-
-
-class Decision(StrEnum):
-    ALLOW = "allow"  # run the call now
-    ASK = "ask"  # hold the call for a person
-    BLOCK = "block"  # refuse the call
-
-
-@dataclass(frozen=True, slots=True)
-class Condition:
-    """``arg`` (a dot path into the call's arguments) matches ``match``: a glob, or a regular
-    expression written ``re:...`` (compiled into ``regex``). A missing argument never matches."""
-
-    arg: str
-    match: str
-    negate: bool = False
-    regex: re.Pattern[str] | None = None
-
-    @property
-    def is_regex(self) -> bool:
-        return self.match.startswith("re:")
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """One policy rule; ``connector`` and ``action`` are globs.
-
-    ``malformed`` is None for a sound rule; otherwise the problems (with their paths) and the
-    rule must fail closed. ``decision`` is None when ``decision_raw`` is not allow/ask/block."""
-
-    decision: Decision | None
-    decision_raw: str
-    connector: str = "*"
-    action: str = "*"
-    conditions: tuple[Condition, ...] = ()
-    approvers: tuple[str, ...] = ()
-    timeout_minutes: int | None = None
-    channels: tuple[str, ...] = ()
-    name: str | None = None
-    path: str = ""
-    malformed: str | None = None
 
 
 def parse_rules(

@@ -9,13 +9,13 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
 from engine.config.values import NAME_RE, Section, Substituted, join, type_name
-
-IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+from engine.domain.confidence import Estimator
+from engine.domain.outbound import IPNetwork
+from engine.domain.policy_rules import PolicyMode
 
 GATE_ENV = (
     "SIGNOFF_CONFIDENCE_GATE",
@@ -35,16 +35,6 @@ _SCHEMES = {
 _SLACK_USER_RE = re.compile(r"[UW][A-Z0-9]{2,}\Z")
 _DURATION_RE = re.compile(r"(\d+)\s*([smhd]?)\Z")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-class Estimator(StrEnum):
-    SELF_CONSISTENCY = "self-consistency"  # ask the LLM N times, score the share saying execute
-    VERBALIZATION = "verbalization"  # read a self-reported "Confidence: 85%"
-
-
-class PolicyMode(StrEnum):
-    ALLOW_ALL = "allow_all"  # calls no rule decided run
-    RISK = "risk"  # reads run; writes and destructive actions are held
 
 
 @dataclass(frozen=True, slots=True)

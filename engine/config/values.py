@@ -1,6 +1,6 @@
 """Reading untrusted YAML/JSON values into typed ones, collecting every problem on the way.
 
-Shared by ``engine.config`` (``app.yaml``) and ``engine.domain.workflows`` (workflow graphs). Every
+Shared by ``engine.config`` (``app.yaml``) and ``engine.config.workflows`` (workflow graphs). Every
 problem is one line that starts with the path of the bad value (``server.port: ...``), so a bad
 configuration is reported in full at start, not one error per restart.
 

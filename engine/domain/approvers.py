@@ -21,14 +21,11 @@ Every front end (REST API, web console, Slack, Teams, the CLI) asks here; none d
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Protocol
 
 from engine.domain.errors import Forbidden
 from engine.domain.model import ApiToken, Principal, Role, TakeoverRequest, Workflow
-
-if TYPE_CHECKING:  # engine.config asks ``is_admin`` too
-    from engine.config import AppConfig
 
 ADMIN_OVERRIDE = "admin"
 """The ``override`` value journaled when an admin decides a request they are not an approver of."""
@@ -36,15 +33,53 @@ ADMIN_OVERRIDE = "admin"
 SUB_AGENT = "/"  # separates a token's name from a sub-agent's: ``billing-bot/refunds``
 
 
+class Contact(Protocol):
+    """A person as the rules here know them: a name and the ids they act under in chat."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def email(self) -> str | None: ...
+    @property
+    def slack(self) -> str | None: ...
+    @property
+    def teams(self) -> str | None: ...
+
+
+class GateApprovers(Protocol):
+    """Who decides what the confidence gate diverts (people and groups)."""
+
+    @property
+    def approvers(self) -> Sequence[str]: ...
+
+
+class Roster(Protocol):
+    """What these rules read of the project's people: ``engine.config.AppConfig`` is one. A
+    protocol, so the domain never imports the configuration that loads them."""
+
+    @property
+    def people(self) -> Mapping[str, Contact]: ...
+    @property
+    def admins(self) -> Collection[str]: ...
+    @property
+    def approvers(self) -> Sequence[str]: ...  # the project's default deciders
+    @property
+    def gate(self) -> GateApprovers: ...
+
+    def expand_people(self, names: Iterable[str]) -> tuple[str, ...]:
+        """``names`` with every group replaced by its people, each once."""
+        ...
+
+
 # -- admins --------------------------------------------------------------------------------------
 
 
-def is_admin(config: AppConfig, person: str | None) -> bool:
+def is_admin(config: Roster, person: str | None) -> bool:
     """Whether ``person`` is an admin: listed in ``admins:``. Tokens without a person never are."""
     return person is not None and person in config.admins
 
 
-def acting_role(config: AppConfig, role: Role, person: str | None) -> Role:
+def acting_role(config: Roster, role: Role, person: str | None) -> Role:
     """The role a credential acts with now: an admin credential whose person is not (or no
     longer) an admin acts as an approver."""
     if role == Role.ADMIN and not is_admin(config, person):
@@ -52,13 +87,13 @@ def acting_role(config: AppConfig, role: Role, person: str | None) -> Role:
     return role
 
 
-def person_principal(config: AppConfig, person: str) -> Principal:
+def person_principal(config: Roster, person: str) -> Principal:
     """A person from ``people:`` acting in chat or on the web page."""
     role = Role.ADMIN if is_admin(config, person) else Role.APPROVER
     return Principal(name=person, role=role, person=person)
 
 
-def token_principal(config: AppConfig, token: ApiToken) -> Principal:
+def token_principal(config: Roster, token: ApiToken) -> Principal:
     """Who acts through ``token`` (REST API, console session), its role checked now."""
     role = acting_role(config, token.role, token.person)
     if token.person is not None:
@@ -66,7 +101,7 @@ def token_principal(config: AppConfig, token: ApiToken) -> Principal:
     return Principal(name=f"token:{token.name}", role=role, token=token.name)
 
 
-def admin_token_problem(config: AppConfig, person: str | None) -> str | None:
+def admin_token_problem(config: Roster, person: str | None) -> str | None:
     """Why an admin token for ``person`` may not be created, or None."""
     if person is None:
         return "an admin token needs --person, someone listed in admins:"
@@ -122,7 +157,7 @@ def rating_refusal(who: Principal) -> str | None:
 # -- deciding requests ---------------------------------------------------------------------------
 
 
-def session_person(config: AppConfig, session: str | None) -> str | None:
+def session_person(config: Roster, session: str | None) -> str | None:
     """The person a call's ``session`` names: their name, email, Slack or Teams id."""
     if not session:
         return None
@@ -142,7 +177,7 @@ _DOING = {
 
 
 def decision_refusal(
-    config: AppConfig, request: TakeoverRequest, who: Principal, verb: str = "grant"
+    config: Roster, request: TakeoverRequest, who: Principal, verb: str = "grant"
 ) -> str | None:
     """Why ``who`` may not ``verb`` (grant, takeover, deny, release) ``request``, or None when
     they may. The sentence names the verb: "you cannot deny it". Releasing a granted request
@@ -192,7 +227,7 @@ def override_of(request: TakeoverRequest, who: Principal) -> str | None:
 # -- operator takeovers --------------------------------------------------------------------------
 
 
-def run_deciders(config: AppConfig, workflow: Workflow | None) -> tuple[str, ...] | None:
+def run_deciders(config: Roster, workflow: Workflow | None) -> tuple[str, ...] | None:
     """The people who decide for a run of ``workflow``: the approvers and escalation targets its
     nodes name, else the project's default approvers, plus the gate's; None when nothing names
     anyone (then any approver decides, as for a request without approvers)."""
@@ -209,7 +244,7 @@ def run_deciders(config: AppConfig, workflow: Workflow | None) -> tuple[str, ...
 
 
 def takeover_deciders(
-    config: AppConfig,
+    config: Roster,
     deciders: tuple[str, ...] | None,
     who: Principal,
     asked: Iterable[str],

@@ -15,10 +15,9 @@ caller runs the action on its side (``bot.client.requires_approval``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Container, Mapping
+from typing import Any, Protocol, TypeVar
 
-from engine.config import ConnectorConfig
 from engine.domain.errors import ConnectorError, NotFound
 from engine.domain.model import Node, NodeType, Workflow
 from engine.ports import Connector, ConnectorCall
@@ -30,6 +29,18 @@ APPROVE_ONLY = "approve_only"
 MODES = (EXECUTE, APPROVE_ONLY)
 
 
+class CallTarget(Protocol):
+    """A connector as a ``call:`` name resolves it (``engine.config.ConnectorConfig`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def actions(self) -> Container[str]: ...
+
+
+Target = TypeVar("Target", bound=CallTarget)
+
+
 def call_workflow_name(connector: str, action: str) -> str:
     return f"{CALL_PREFIX}{connector}.{action}"
 
@@ -38,9 +49,7 @@ def is_call_workflow(name: str) -> bool:
     return name.startswith(CALL_PREFIX)
 
 
-def resolve_call_target(
-    name: str, connectors: Mapping[str, ConnectorConfig]
-) -> tuple[ConnectorConfig, str]:
+def resolve_call_target(name: str, connectors: Mapping[str, Target]) -> tuple[Target, str]:
     """The connector and action a ``call:`` workflow name stands for. Names may contain dots,
     so every split is tried; the longest connector name that has the rest as an action wins.
     Raises ``NotFound`` when none does."""
@@ -54,7 +63,7 @@ def resolve_call_target(
     raise NotFound(f"workflow {name!r} does not exist (no such connector action)", workflow=name)
 
 
-def call_workflow(name: str, connectors: Mapping[str, ConnectorConfig]) -> Workflow:
+def call_workflow(name: str, connectors: Mapping[str, CallTarget]) -> Workflow:
     """The one-node workflow of a held call (``NotFound`` for an unknown connector/action)."""
     connector, action = resolve_call_target(name, connectors)
     node = Node(

@@ -2,13 +2,15 @@
 
 An agent gives ``callbackUrl`` and the server POSTs to it, so without a guard an agent could make
 the server call its own loopback, the cloud metadata service (169.254.169.254) or any private
-host. ``OutboundGuard`` refuses those addresses twice:
+host. The rule of which addresses are permitted lives here, pure; it is applied twice:
 
-    check_url(url)   when the URL arrives: a literal internal address or ``localhost`` -> 400
-    connector()      when it is called: every address the name resolves to is checked at connect
-                     time (a name that resolves to 10.0.0.5 today is refused, whatever it said
-                     when the URL was accepted); aiohttp skips the resolver for literal IPs, so
-                     ``check_url`` runs again before each request
+    OutboundTargets.check_url(url)   when the URL arrives: a literal internal address or
+                                     ``localhost`` -> 400
+    engine.adapters.outbound         when it is called: every address the name resolves to is
+                                     checked at connect time (a name that resolves to 10.0.0.5
+                                     today is refused, whatever it said when the URL was
+                                     accepted); aiohttp skips the resolver for literal IPs, so
+                                     ``check_url`` runs again before each request
 
 Refused: loopback, private (RFC 1918, unique-local fc00::/7), link-local, shared (100.64/10),
 multicast, reserved and unspecified addresses, IPv4-mapped IPv6 forms of them, and NAT64 forms.
@@ -20,46 +22,34 @@ operator's own choice and do not go through this guard.
 from __future__ import annotations
 
 import ipaddress
-import socket
 from collections.abc import Iterable
-from typing import Any
 from urllib.parse import urlsplit
 
-import aiohttp
-from aiohttp.abc import AbstractResolver, ResolveResult
-
-from engine.config.sections import IPNetwork
 from engine.domain.errors import InvalidRequest
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _SHARED = ipaddress.ip_network("100.64.0.0/10")  # carrier-grade NAT: not is_private everywhere
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _LOCAL_NAMES = ("localhost", "localhost.", "localhost.localdomain")
 
 
-class RefusedTarget(OSError):
-    """An outbound request would reach an address that is not allowed; permanent."""
-
-
-class OutboundGuard:
+class OutboundTargets:
     """Which addresses the server may call for URLs that arrived through the API."""
 
-    def __init__(
-        self, allow: Iterable[IPNetwork] = (), *, resolver: AbstractResolver | None = None
-    ) -> None:
+    def __init__(self, allow: Iterable[IPNetwork] = ()) -> None:
         self.allow = tuple(allow)
-        self.resolver = resolver  # None: aiohttp's default (tests give a fake DNS)
 
     def permits(self, address: IPAddress) -> bool:
         """Whether ``address`` is public, or internal but on the allow-list."""
         if any(address in network for network in self.allow):
             return True
-        return not _internal(address)
+        return not is_internal(address)
 
     def check_url(self, url: str, what: str = "callbackUrl") -> None:
         """InvalidRequest when ``url`` names a literal internal address or a local name. A
-        host name is left to ``connector()``, which checks what it resolves to."""
+        host name is left to the connect-time check, on what it resolves to."""
         try:
             host = urlsplit(url).hostname
         except ValueError as exc:
@@ -75,50 +65,16 @@ class OutboundGuard:
             if not self.permits(ipaddress.ip_address("127.0.0.1")):
                 raise InvalidRequest(_refusal(what, host))
 
-    def connector(self) -> aiohttp.TCPConnector:
-        """A connector whose every connection goes to a permitted address."""
-        return aiohttp.TCPConnector(resolver=_GuardedResolver(self), use_dns_cache=False)
 
-
-class _GuardedResolver(AbstractResolver):
-    """The default resolver, keeping only permitted addresses (none left: RefusedTarget)."""
-
-    def __init__(self, guard: OutboundGuard) -> None:
-        self.guard = guard
-        self.inner = guard.resolver or aiohttp.DefaultResolver()
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        found = await self.inner.resolve(host, port, family)
-        kept = [entry for entry in found if self.guard.permits(_address(entry))]
-        if not kept:
-            shown = ", ".join(sorted({entry["host"] for entry in found}))
-            raise RefusedTarget(f"{host} resolves to an internal address ({shown}): refused")
-        return kept
-
-    async def close(self) -> None:
-        await self.inner.close()
-
-
-def _address(entry: Any) -> IPAddress:
-    return ipaddress.ip_address(str(entry["host"]).split("%", 1)[0])
-
-
-def _literal(host: str) -> IPAddress | None:
-    try:
-        return ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
-    except ValueError:
-        return None
-
-
-def _internal(address: IPAddress) -> bool:
+def is_internal(address: IPAddress) -> bool:
+    """Whether ``address`` (or the IPv4 address a mapped, 6to4 or NAT64 form carries) is not
+    on the public internet."""
     if isinstance(address, ipaddress.IPv6Address):
         mapped = address.ipv4_mapped or address.sixtofour
         if mapped is None and address in _NAT64:
             mapped = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
         if mapped is not None:
-            return _internal(mapped)
+            return is_internal(mapped)
     return (
         address.is_private
         or address.is_loopback
@@ -128,6 +84,13 @@ def _internal(address: IPAddress) -> bool:
         or address.is_unspecified
         or (isinstance(address, ipaddress.IPv4Address) and address in _SHARED)
     )
+
+
+def _literal(host: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(host.strip("[]").split("%", 1)[0])
+    except ValueError:
+        return None
 
 
 def _refusal(what: str, target: str) -> str:

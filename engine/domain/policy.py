@@ -38,15 +38,55 @@ malformed rule whose target cannot be read has the target ``*``/``*``: it matche
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from engine.config import ActionKind, AppConfig, Condition, ConnectorConfig, Decision, PolicyMode
-from engine.config.policies import MAX_CONDITIONS, Rule
 from engine.domain.binding import canonical_json
+from engine.domain.policy_rules import (
+    MAX_CONDITIONS,
+    ActionKind,
+    Condition,
+    Decision,
+    PolicyMode,
+    Rule,
+)
 
-__all__ = ["PolicyDecision", "evaluate_policy", "rule_label"]
+__all__ = ["PolicedConnector", "PolicyDecision", "PolicySource", "evaluate_policy", "rule_label"]
+
+
+class _Action(Protocol):
+    @property
+    def kind(self) -> ActionKind: ...
+
+
+class PolicedConnector(Protocol):
+    """What the policy reads of a connector (``engine.config.ConnectorConfig`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def sensitive(self) -> bool: ...
+    @property
+    def policies(self) -> Sequence[Rule]: ...
+    @property
+    def actions(self) -> Mapping[str, _Action]: ...
+
+
+class _Defaults(Protocol):
+    @property
+    def default_mode(self) -> PolicyMode: ...
+
+
+class PolicySource(Protocol):
+    """What the policy reads of the project (``engine.config.AppConfig`` is one): its rules
+    and ``policy.defaultMode``."""
+
+    @property
+    def policies(self) -> Sequence[Rule]: ...
+    @property
+    def policy(self) -> _Defaults: ...
+
 
 _STRICTNESS = {Decision.ALLOW: 0, Decision.ASK: 1, Decision.BLOCK: 2}
 _MISSING = object()
@@ -74,8 +114,8 @@ def rule_label(rule: Rule) -> str:
 
 
 def evaluate_policy(
-    config: AppConfig,
-    connector: ConnectorConfig,
+    config: PolicySource,
+    connector: PolicedConnector,
     action: str,
     args: Mapping[str, Any],
 ) -> PolicyDecision:
@@ -168,7 +208,7 @@ def _value_matches(condition: Condition, value: Any) -> bool:
     return fnmatch.fnmatchcase(text, condition.match)
 
 
-def _fallback(config: AppConfig, connector: ConnectorConfig, action: str) -> PolicyDecision:
+def _fallback(config: PolicySource, connector: PolicedConnector, action: str) -> PolicyDecision:
     if connector.sensitive:
         return PolicyDecision(
             decision=Decision.ASK,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from engine.config.sections import Estimator
+from engine.domain.confidence import Estimator
 from engine.domain.errors import CommandUsageError, InvalidRequest
 from engine.domain.model import Principal
 from engine.gate.gate import ConfidenceGate, GateStatus

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from engine.config.sections import Estimator
+from engine.domain.confidence import Estimator
 from engine.ports import ChatMessage, GateQuestion, Sampler
 
 log = logging.getLogger(__name__)

@@ -39,8 +39,9 @@ from enum import StrEnum
 from typing import Any
 
 from engine.adapters.store import SqlStore
-from engine.config.sections import Estimator, GateConfig
+from engine.config.sections import GateConfig
 from engine.domain.approvers import agent_layers
+from engine.domain.confidence import Estimator
 from engine.domain.errors import Forbidden, InvalidRequest
 from engine.domain.model import NodeType, Principal
 from engine.ports import Clock

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from engine.adapters.connectors import ConnectorRegistry
 from engine.adapters.store import NewRun, SqlStore
-from engine.config import ActionConfig, AppConfig, Decision
+from engine.config import ActionConfig, AppConfig
 from engine.domain import notify
 from engine.domain.approvers import acting_agent, session_person
 from engine.domain.binding import binding_hash
@@ -51,8 +51,9 @@ from engine.domain.model import (
     TakeoverStatus,
     TimeoutBehavior,
 )
-from engine.domain.outbound import OutboundGuard
+from engine.domain.outbound import OutboundTargets
 from engine.domain.policy import PolicyDecision, evaluate_policy
+from engine.domain.policy_rules import Decision
 from engine.ports import Clock, IdSource
 
 __all__ = ["BINDING_WINDOW", "CallRequest", "CallStatus", "CallView", "HeldCalls"]
@@ -99,7 +100,7 @@ class HeldCalls:
         self.ids = ids
         self.wake = wake
         self.poll_seconds = poll_seconds
-        self.outbound = OutboundGuard(config.server.allow_internal_targets)
+        self.outbound = OutboundTargets(config.server.allow_internal_targets)
 
     async def submit(self, call: CallRequest, who: Principal) -> CallView:
         """Decide ``call`` and store what the decision needs. A ``block`` stores nothing."""
@@ -285,7 +286,7 @@ def _run_input(call: CallRequest, account: str | None) -> dict[str, Any]:
     return data
 
 
-def check_callback_url(url: str, guard: OutboundGuard) -> None:
+def check_callback_url(url: str, guard: OutboundTargets) -> None:
     """Callbacks are POSTed from the server, so only plain http(s) URLs are accepted (no
     credentials in them), and none that names an internal address (``engine.domain.outbound``; what
     a host name resolves to is checked again when the callback is sent)."""

@@ -13,10 +13,10 @@ from typing import Any
 
 from engine.adapters.store import SqlStore
 from engine.config import ConnectorConfig
+from engine.config.workflows import load_workflow
 from engine.domain.call_workflow import call_workflow, is_call_workflow
 from engine.domain.errors import ConfigError, NotFound
 from engine.domain.model import Workflow
-from engine.domain.workflows import load_workflow
 
 
 class WorkflowSource:

@@ -14,9 +14,9 @@ from aiohttp.abc import AbstractResolver
 from aiohttp.test_utils import TestServer
 
 from engine.adapters.callbacks import SIGNATURE_HEADER, CallbackSink, verify
+from engine.adapters.outbound import OutboundGuard
 from engine.config import parse_config
 from engine.domain.errors import ConfigError
-from engine.domain.outbound import OutboundGuard
 from engine.ports import ManualClock
 from tests.integration.test_api_calls import CALLS, FLOW, REFUND
 from tests.support.api import config_text, running_api
@@ -74,7 +74,7 @@ async def api(migrated_db_url, clock):
     async with running_api(
         migrated_db_url, FLOW, extra=CALLS, server=LOOPBACK_ALLOWED, clock=clock
     ) as api:
-        guard = api.engine.calls.outbound
+        guard = OutboundGuard(api.engine.config.server.allow_internal_targets)
         sink = CallbackSink(api.engine.store, api.engine.clock, SECRET, guard=guard)
         api.engine.add_sink("callback", sink)
         yield api

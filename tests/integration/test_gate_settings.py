@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from engine.adapters.store import SqlStore
-from engine.config.sections import Estimator, GateConfig
+from engine.config.sections import GateConfig
+from engine.domain.confidence import Estimator
 from engine.domain.errors import Forbidden, InvalidRequest
 from engine.domain.model import Principal, Role
 from engine.gate import ConfidenceGate, GateSettings, Outcome, run_command

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from engine.config.workflows import load_workflow
 from engine.domain.model import JournalEntry, JournalEvent, NewEvent
 from engine.domain.replay import decided_approval
-from engine.domain.workflows import load_workflow
 
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 ACT = {"id": "act", "type": "connector", "connector": "demo-ledger", "action": "note"}

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from engine.config.workflows import load_workflow
 from engine.domain import expression_limits as limits
 from engine.domain.errors import ConfigError, ExpressionLimit, StepError
 from engine.domain.expressions import check_template, evaluate, render_text
-from engine.domain.workflows import load_workflow
 
 CONTEXT: dict[str, Any] = {
     "input": {"n": 100_000, "big": 10**9, "s": "x" * 1000, "items": list(range(1000))},

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.config import Decision, parse_config
+from engine.config import parse_config
 from engine.domain.policy import evaluate_policy
+from engine.domain.policy_rules import Decision
 
 ALLOW, ASK, BLOCK = Decision.ALLOW, Decision.ASK, Decision.BLOCK
 

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 import yaml
 
+from engine.config.workflows import check_channel, load_workflow, parse_workflow
 from engine.domain.errors import ConfigError
 from engine.domain.model import NodeType, TimeoutBehavior
-from engine.domain.workflows import check_channel, load_workflow, parse_workflow, successors
+from engine.domain.workflows import successors
 
 REFUND_DEMO = """
 nodes:
