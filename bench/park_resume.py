@@ -133,7 +133,7 @@ async def main(runs: int, sample: int, db: str) -> None:
     started = time.perf_counter()
     run_ids: list[str] = []
     for i in range(runs):
-        run, _ = await engine.start_run("bench", {"n": i}, agent)
+        run, _ = await engine.runs.start_run("bench", {"n": i}, agent)
         run_ids.append(run.id)
 
     async def all_parked() -> bool:

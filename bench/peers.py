@@ -326,7 +326,7 @@ class SignoffArm(LoopArm):
         self.store: SqlStore = self.engine.store
 
     async def astart(self, i: int) -> str:
-        run, _ = await self.engine.start_run("bench", {"n": i}, self.agent)
+        run, _ = await self.engine.runs.start_run("bench", {"n": i}, self.agent)
         return run.id
 
     async def aparked(self) -> int:

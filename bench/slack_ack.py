@@ -94,7 +94,7 @@ async def serve(
     for start in range(0, runs, 200):
         await asyncio.gather(
             *(
-                engine.start_run(f"bench{i % channels}", {"n": i}, agent)
+                engine.runs.start_run(f"bench{i % channels}", {"n": i}, agent)
                 for i in range(start, min(runs, start + 200))
             )
         )

@@ -142,7 +142,7 @@ async def run(
     agent = Principal(name="token:agent", role=Role.AGENT, token="agent")
     started = time.perf_counter()
     runs = [
-        (await engine.start_run("refund", {"order": f"A-{i}", "amount": i}, agent))[0].id
+        (await engine.runs.start_run("refund", {"order": f"A-{i}", "amount": i}, agent))[0].id
         for i in range(count)
     ]
     while await engine.store.count_runs(RunStatus.WAITING) < count:

@@ -22,5 +22,5 @@ ACTIVE = Gauge(
 
 async def observe_engine(engine: Engine) -> None:
     for status in (RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING):
-        RUNS.labels(status.value).set(await engine.store.count_runs(status))
+        RUNS.labels(status.value).set(await engine.queries.count_runs(status))
     ACTIVE.set(engine.workers.active)

@@ -1,7 +1,7 @@
 """``signoff cards render``: print a card or notice, to paste into Slack's Block Kit Builder or
 the Adaptive Cards designer.
 
-The main CLI (``bot/cli.py``) calls ``add_cards_parser(subparsers)``; the ``render`` parser's
+The main CLI (``bot.cli``) calls ``add_cards_parser(subparsers)``; the ``render`` parser's
 ``func`` default is the handler, ``(argparse.Namespace) -> int`` (the exit status).
 """
 
@@ -89,7 +89,7 @@ def cards_render(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m cards.cli render ...`` until ``bot/cli.py`` mounts the command."""
+    """``python -m cards.cli render ...`` until ``bot.cli`` mounts the command."""
     parser = argparse.ArgumentParser(prog="signoff")
     add_cards_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["cards", *(sys.argv[1:] if argv is None else argv)])

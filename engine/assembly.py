@@ -6,37 +6,49 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from engine.adapters.callbacks import CallbackSink
-from engine.adapters.connectors import ConnectorRegistry
 from engine.adapters.connectors.demo_ledger import DemoLedger
 from engine.adapters.connectors.http import HttpConnector
-from engine.adapters.connectors.python_callable import PythonConnector
+from engine.adapters.connectors.python_callable import (
+    PythonConnector,
+    call_function,
+    resolve_callable,
+)
 from engine.adapters.llm import OpenAICompatibleSampler
 from engine.adapters.outbound import OutboundGuard
-from engine.adapters.store import Database, NewRun, SqlStore
+from engine.adapters.store import Database, SqlStore
 from engine.adapters.store.dbclock import DatabaseClock
 from engine.adapters.store.listen import PgListener
+from engine.adapters.webhooks import WebhookSink
 from engine.config import AppConfig
 from engine.domain import notify
-from engine.domain.approvers import acting_agent, person_principal
-from engine.domain.call_workflow import held_call_connectors, is_call_workflow
-from engine.domain.errors import InvalidRequest
-from engine.domain.model import Node, NodeType, Principal, Role, Run
+from engine.domain.call_workflow import held_call_connectors
+from engine.domain.model import Node, NodeType, Principal, Run, TakeoverRequest
 from engine.domain.policy_rules import ActionKind
+from engine.domain.records import NewRun
 from engine.gate import ConfidenceGate
 from engine.ports import Clock, Connector, IdSource, Sampler, StepGate, SystemClock, UuidSource
+from engine.ports.sink import Sink
+from engine.ports.store import Store
+from engine.services.approval_queue import QueueFilter, QueuePage, approval_queue
 from engine.services.approvals import Approvals
 from engine.services.calls import HeldCalls
+from engine.services.chat_records import ChatRecords
+from engine.services.connectors import ConnectorRegistry
 from engine.services.context import Services
-from engine.services.delivery import Dispatcher, Sink
+from engine.services.delivery import Dispatcher
 from engine.services.interpreter import Interpreter
+from engine.services.queries import Queries
+from engine.services.runs import Runs
+from engine.services.tokens import Tokens
 from engine.services.workers import Sweeper, Workers
 from engine.services.workflow_source import WorkflowSource
+from engine.services.workflows import StoredWorkflows
 
 MAX_INPUT_BYTES = 256 * 1024
 LISTEN_WAIT_SECONDS = 5.0  # the longest ``Engine.start`` waits for PostgreSQL's LISTEN
@@ -57,6 +69,11 @@ class EngineOptions:
     sweep_interval_seconds: float = 1.0
 
 
+async def call_python(spec: str, kwargs: dict[str, Any]) -> Any:
+    """A `tool` node's ``module:function``, imported and called with ``kwargs``."""
+    return await call_function(resolve_callable(spec), kwargs)
+
+
 class Engine:
     def __init__(self, config: AppConfig, options: EngineOptions | None = None) -> None:
         opts = options or EngineOptions()
@@ -64,6 +81,9 @@ class Engine:
         self.ids = opts.ids
         self.db = Database(config.database.url)
         self.store = SqlStore(self.db)
+        # The services get it as their port; mypy checks here that ``SqlStore`` has every
+        # operation of ``engine.ports.store.Store`` with the same signature.
+        store: Store = self.store
         self.db_clock: DatabaseClock | None = None
         if not self.db.is_sqlite and (opts.clock is None or opts.sync_clock):
             self.db_clock = DatabaseClock(self.db, opts.clock or SystemClock())
@@ -73,21 +93,22 @@ class Engine:
         self.owner = opts.owner or f"{socket.gethostname()}:{self.ids.new_id()[-8:]}"
         built = {**build_connectors(config, self.store, self.clock), **opts.extra_connectors}
         self.connectors = ConnectorRegistry({**built, **held_call_connectors(built)})
-        self.workflows = WorkflowSource(config.workflows, self.store, connectors=config.connectors)
+        self.workflows = WorkflowSource(config.workflows, store, connectors=config.connectors)
         # The LLM (ai-steps, the gate's self-consistency) comes from ``llm:`` unless injected.
         # The gate object is always installed, even while off: an admin may switch it on at
         # runtime, and its settings cache makes an idle gate free (no query per step).
         self._own_sampler = build_sampler(config) if opts.sampler is None else None
         self.sampler: Sampler | None = opts.sampler or self._own_sampler
-        self.gate = ConfidenceGate.from_config(config, self.store, self.clock, self.sampler)
+        self.gate = ConfidenceGate.from_config(config, store, self.clock, self.sampler)
         self.interpreter = Interpreter(
             Services(
-                store=self.store,
+                store=store,
                 workflows=self.workflows,
                 connectors=self.connectors,
                 clock=self.clock,
                 ids=self.ids,
                 expand_people=config.expand_people,
+                call_python=call_python,
                 default_approvers=config.approvers,
                 sampler=self.sampler,
                 gate=opts.gate or self.gate,
@@ -100,7 +121,7 @@ class Engine:
         )
         server = config.server
         self.workers = Workers(
-            self.store,
+            store,
             self.interpreter,
             self.clock,
             owner=self.owner,
@@ -109,7 +130,7 @@ class Engine:
             poll_seconds=server.poll_seconds,
         )
         self.approvals = Approvals(
-            self.store,
+            store,
             self.clock,
             self.ids,
             wake=self.workers.wake,
@@ -119,7 +140,7 @@ class Engine:
             workflows=self.workflows,
         )
         self.sweeper = Sweeper(
-            self.store,
+            store,
             self.clock,
             on_requeue=self.wake,
             outbox=notify.card_changed,
@@ -132,7 +153,7 @@ class Engine:
         # The outbox claim lasts as long as a run's lease: a dead replica's messages go out
         # from another replica as soon as its runs do.
         self.dispatcher = Dispatcher(
-            self.store,
+            store,
             self.clock,
             opts.sinks,
             owner=self.owner,
@@ -143,11 +164,21 @@ class Engine:
             guard = OutboundGuard(server.allow_internal_targets)
             sink = CallbackSink(self.store, self.clock, server.secret_key, guard=guard)
             self.add_sink("callback", sink)
-        self.calls = HeldCalls(
-            config, self.store, self.connectors, self.clock, self.ids, wake=self.wake
-        )
+        self.calls = HeldCalls(config, store, self.connectors, self.clock, self.ids, wake=self.wake)
+        # What the front ends call besides approvals and held calls (``bot`` reads and
+        # writes through these, never through the store).
+        self.runs = Runs(config, self.workflows, self._create_run)
+        self.queries = Queries(self.store, self._approval_queue)
+        self.tokens = Tokens(self.store)
+        self.chat = ChatRecords(self.store)
+        self.stored_workflows = StoredWorkflows(config, self.store, self.clock)
         self.listener: PgListener | None = None
         self._started = False
+
+    def _approval_queue(
+        self, where: QueueFilter | None = None, *, limit: int, cursor: str | None
+    ) -> Awaitable[QueuePage]:
+        return approval_queue(self.store, where, limit=limit, cursor=cursor)
 
     def wake(self) -> None:
         """Runs may be ready (and a decision may have queued chat messages)."""
@@ -202,30 +233,25 @@ class Engine:
             await self._own_sampler.close()
         await self.db.dispose()
 
-    async def start_run(
+    async def _create_run(
         self,
         workflow: str,
         input: dict[str, Any],
-        who: Principal,
         *,
-        idempotency_key: str | None = None,
-        agent: str | None = None,
+        requested_by: str,
+        agent: str | None,
+        idempotency_key: str | None,
     ) -> tuple[Run, bool]:
-        """Queue a run of ``workflow``; the same idempotency key returns the same run."""
-        if who.role not in (Role.AGENT, Role.ADMIN, Role.APPROVER):
-            raise InvalidRequest("unknown role")
-        agent = acting_agent(who, agent)  # Forbidden for another agent's name
-        if is_call_workflow(workflow):  # a held call started as a run would skip its policy
-            raise InvalidRequest("held calls are made through POST /v1/calls, not as runs")
-        await self.workflows.get(workflow)  # NotFound for an unknown workflow
-        offer = self.workers.offer()  # with a slot free here, created claimed by this process
+        """Write a queued run for ``Runs.start_run``, claimed by this process's workers when
+        one of their slots is free (no queue round trip)."""
+        offer = self.workers.offer()
         try:
             run, created = await self.store.create_run(
                 NewRun(
                     id=self.ids.new_id(),
                     workflow=workflow,
                     input=input,
-                    requested_by=who.name,
+                    requested_by=requested_by,
                     agent=agent,
                     idempotency_key=idempotency_key,
                     adopt=offer,
@@ -241,8 +267,9 @@ class Engine:
         return run, created
 
     def principal_for_person(self, person: str) -> Principal:
-        """A person from ``people:`` acting in chat or on the web page."""
-        return person_principal(self.config, person)
+        """A person from ``people:`` acting in chat or on the web page (``Runs``'s rule;
+        ``engine.services.links`` asks the engine for it)."""
+        return self.runs.principal_for_person(person)
 
 
 def build_sampler(config: AppConfig) -> OpenAICompatibleSampler | None:
@@ -278,3 +305,58 @@ def build_connectors(config: AppConfig, store: SqlStore, clock: Clock) -> dict[s
 
 def channels_of(values: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(values))
+
+
+# -- for the front ends' commands and pages: the database and the webhook sink ------------------
+
+
+def schema_head() -> str:
+    """The newest migration revision of this code."""
+    from engine.adapters.store.migrate import head_revision
+
+    return head_revision()
+
+
+async def migrate_database(url: str) -> None:
+    """Upgrade the database at ``url`` to the newest schema (idempotent)."""
+    from engine.adapters.store.migrate import upgrade_to_head
+
+    await upgrade_to_head(url)
+
+
+def database_dialect(url: str) -> str:
+    """``sqlite`` or ``postgresql``, from the URL alone."""
+    return Database(url).dialect
+
+
+async def schema_revision(url: str) -> str | None:
+    """The revision the database at ``url`` is at (None: never migrated), without changing it;
+    raises what reaching it raised."""
+    db = Database(url)
+    try:
+        return await SqlStore(db).schema_revision()
+    finally:
+        await db.dispose()
+
+
+@contextlib.asynccontextmanager
+async def open_tokens(url: str) -> AsyncIterator[Tokens]:
+    """The API tokens of the database at ``url``, for a command that runs no engine."""
+    db = Database(url)
+    try:
+        yield Tokens(SqlStore(db))
+    finally:
+        await db.dispose()
+
+
+def build_webhook_sink(
+    engine: Engine,
+    *,
+    view_json: Callable[[TakeoverRequest, Run | None], dict[str, Any]],
+    links: Callable[[TakeoverRequest], Mapping[str, str]],
+) -> Sink:
+    """The ``webhook:<name>`` channel's outbox sink, with the front end's approval view and
+    signed links."""
+    return WebhookSink(
+        engine.config.webhooks, engine.store, engine.clock, view_json=view_json, links=links
+    )

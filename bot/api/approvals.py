@@ -20,7 +20,6 @@ from engine.services.approval_queue import (
     DEFAULT_PAGE,
     MAX_PAGE,
     QueueFilter,
-    approval_queue,
 )
 
 routes = RouteTable("approvals")
@@ -84,8 +83,7 @@ async def list_approvals(request: web.Request) -> web.Response:
         kind=_choice(request, "kind", TakeoverKind),
         status=_choice(request, "status", TakeoverStatus) or TakeoverStatus.PENDING,
     )
-    page = await approval_queue(
-        request.app[ENGINE].store,
+    page = await request.app[ENGINE].queries.approval_queue(
         where,
         limit=query_int(request, "limit", DEFAULT_PAGE, 1, MAX_PAGE),
         cursor=_text(request, "cursor", 400),

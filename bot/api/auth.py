@@ -21,7 +21,7 @@ async def authenticate(request: web.Request) -> Principal:
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("a bearer token is required (Authorization: Bearer <token>)")
     engine = request.app[ENGINE]
-    found = await engine.store.token_by_hash(hash_token(token.strip()))
+    found = await engine.tokens.by_hash(hash_token(token.strip()))
     if found is None:
         raise Unauthorized("the token is not valid or has been revoked")
     return token_principal(engine.config, found)  # an admin token acts as one while listed

@@ -11,7 +11,7 @@ from bot.api.errors import json_response
 from bot.api.routing import RouteTable
 from bot.keys import ENGINE
 from bot.metrics import REGISTRY, observe_engine
-from engine.adapters.store.migrate import head_revision
+from engine.assembly import schema_head
 
 routes = RouteTable("health")
 
@@ -30,12 +30,12 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     engine = request.app[ENGINE]
     try:
-        current = await asyncio.wait_for(engine.store.schema_revision(), 5)
+        current = await asyncio.wait_for(engine.queries.schema_revision(), 5)
     except Exception as exc:  # any failure to look means "not ready", with the reason
         return json_response(
             {"status": "unavailable", "reason": f"database unreachable: {exc}"}, status=503
         )
-    head = head_revision()
+    head = schema_head()
     if current != head:
         return json_response(
             {

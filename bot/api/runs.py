@@ -59,7 +59,7 @@ def _public_url(request: web.Request) -> str:
 )
 async def start_run(request: web.Request) -> web.Response:
     body = await read_body(request)
-    run, created = await _engine(request).start_run(
+    run, created = await _engine(request).runs.start_run(
         body["workflow"],
         body.get("input", {}),
         principal(request),
@@ -93,7 +93,7 @@ async def list_runs(request: web.Request) -> web.Response:
             raise InvalidRequest(
                 f"query.status: must be one of {', '.join(s.value for s in RunStatus)}"
             ) from None
-    runs = await _engine(request).store.list_runs(
+    runs = await _engine(request).queries.list_runs(
         status=status,
         workflow=request.query.get("workflow"),
         limit=query_int(request, "limit", 100, 1, 1000),
@@ -109,7 +109,7 @@ async def list_runs(request: web.Request) -> web.Response:
     result=ref("Run"),
 )
 async def get_run(request: web.Request) -> web.Response:
-    run = await _engine(request).store.get_run(request.match_info["id"])
+    run = await _engine(request).queries.get_run(request.match_info["id"])
     return json_response(run_json(run))
 
 
@@ -122,8 +122,8 @@ async def get_run(request: web.Request) -> web.Response:
 )
 async def get_journal(request: web.Request) -> web.Response:
     engine = _engine(request)
-    run = await engine.store.get_run(request.match_info["id"])
-    entries = await engine.store.journal(run.id)
+    run = await engine.queries.get_run(request.match_info["id"])
+    entries = await engine.queries.journal(run.id)
     return json_response({"runId": run.id, "events": [journal_json(e) for e in entries]})
 
 
@@ -137,7 +137,7 @@ async def get_journal(request: web.Request) -> web.Response:
 async def cancel_run(request: web.Request) -> web.Response:
     engine = _engine(request)
     await engine.approvals.cancel_run(request.match_info["id"], principal(request))
-    run = await engine.store.get_run(request.match_info["id"])
+    run = await engine.queries.get_run(request.match_info["id"])
     return json_response(run_json(run))
 
 
@@ -153,7 +153,7 @@ _TK_RESPONSES = {
 
 
 async def _request_of_run(request: web.Request) -> TakeoverRequest:
-    found = await _engine(request).store.get_takeover(request.match_info["tkId"])
+    found = await _engine(request).queries.get_takeover(request.match_info["tkId"])
     if found.run_id != request.match_info["id"]:
         raise NotFound("no such takeover request on this run")
     return found
@@ -205,8 +205,8 @@ async def request_takeover(request: web.Request) -> web.Response:
 )
 async def list_takeovers(request: web.Request) -> web.Response:
     engine = _engine(request)
-    run = await engine.store.get_run(request.match_info["id"])
-    found = await engine.store.list_takeovers(run_id=run.id)
+    run = await engine.queries.get_run(request.match_info["id"])
+    found = await engine.queries.list_takeovers(run_id=run.id)
     public = _public_url(request)
     return json_response({"requests": [takeover_json(r, public) for r in found]})
 
@@ -307,18 +307,9 @@ async def release(request: web.Request) -> web.Response:
 )
 async def put_workflow(request: web.Request) -> web.Response:
     body = await read_body(request)
-    engine = _engine(request)
-    name = body["name"]
-    if name in engine.config.workflows:
-        from engine.domain.errors import Conflict
-
-        raise Conflict(f"workflow {name!r} is defined in app.yaml and cannot be replaced")
-    stored = await engine.store.stored_workflows()
-    engine.config.validate_workflow(name, body, "", known_workflows=[*stored, name])
-    created = await engine.store.put_workflow(
-        name, {"name": name, "nodes": body["nodes"]}, principal(request).name, engine.clock.now()
-    )
-    return json_response({"name": name, "nodes": body["nodes"]}, status=201 if created else 200)
+    stored = _engine(request).stored_workflows
+    definition, created = await stored.put(body["name"], body["nodes"], principal(request).name)
+    return json_response(definition, status=201 if created else 200)
 
 
 @routes.get(
@@ -330,7 +321,7 @@ async def put_workflow(request: web.Request) -> web.Response:
 async def list_workflows(request: web.Request) -> web.Response:
     engine = _engine(request)
     workflows = await engine.workflows.all()
-    stored = await engine.store.stored_workflows()
+    stored = await engine.stored_workflows.definitions()
     out: list[dict[str, Any]] = [
         {
             "name": wf.name,
@@ -351,7 +342,7 @@ async def list_workflows(request: web.Request) -> web.Response:
     responses={200: "entries", 400: "bad query", 401: "no or bad token", 403: "wrong role"},
 )
 async def ledger(request: web.Request) -> web.Response:
-    rows = await _engine(request).store.ledger(
+    rows = await _engine(request).queries.ledger(
         run_id=request.query.get("runId"), limit=query_int(request, "limit", 1000, 1, 10000)
     )
     entries = [

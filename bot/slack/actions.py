@@ -7,10 +7,11 @@
     signoff_feedback_up|down    👍/👎 on a step result: feedback 5 or 1
 
 Who may decide is the engine's business (``Approvals``): a handler maps the Slack user to a
-person through ``people:``, calls the engine, and turns the outcome into an answer. Nothing
-changes on a refusal. The card update and the decision notice are queued by the engine in the
-decision's own transaction and delivered by the outbox; the only things a handler sends itself
-are ephemeral replies to the clicker (through the click's ``response_url``) and the modal, and
+person through ``people:``, calls the engine (``bot.replies.decide``), and turns the outcome
+into an answer by the kind of refusal (``bot.replies.refusal``). Nothing changes on a refusal.
+The card update and the decision notice are queued by the engine in the decision's own
+transaction and delivered by the outbox; the only things a handler sends itself are ephemeral
+replies to the clicker (through the click's ``response_url``) and the modal, and
 both go out after the acknowledgement.
 
 Double clicks, simultaneous approvers and redelivered requests all reach the engine, whose
@@ -29,19 +30,15 @@ from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.errors import SlackApiError
 
 from bot.api.views import approval_url
+from bot.replies import UNAVAILABLE, Refusal, decide, refusal, sentence
 from bot.slack.api import SlackApi, error_code
 from bot.slack.background import Background
 from cards.text import Flavor, escape_mrkdwn, truncate
 from engine.assembly import Engine
 from engine.domain.errors import (
     AlreadyDecided,
-    DuplicateVote,
-    Forbidden,
-    InvalidRequest,
-    NotFound,
     SignoffError,
     StoreError,
-    TransitionRefused,
 )
 from engine.domain.model import Principal, TakeoverRequest, TakeoverStatus
 
@@ -56,7 +53,6 @@ NOT_LINKED = (
     "You are not an approver for this request: your Slack account is not linked to anyone "
     "in Signoff's people list."
 )
-UNAVAILABLE = "Signoff could not record that just now, so nothing changed. Please try again."
 # How a decided request is described to someone who clicked too late.
 _DECIDED: dict[str, str] = {
     TakeoverStatus.GRANTED.value: "taken over",
@@ -118,23 +114,26 @@ class Interactions:
         who = self._principal(click.user_id)
         reply: str | None = NOT_LINKED if who is None else None
         if who is not None:
-            approvals = self.engine.approvals
             try:
-                if verb == "release":
-                    await approvals.release(click.value, who)
+                await decide(self.engine.approvals, click.value, who, verb)
+            except SignoffError as exc:
+                kind = refusal(exc)
+                if kind is Refusal.DECIDED:
+                    assert isinstance(exc, AlreadyDecided)
+                    reply = self._already(exc.current, exc.decided_by)
+                elif kind is Refusal.NOT_TAKEN_OVER:  # release of a request that is not granted
+                    reply = await self._state_of(click.value)
+                elif kind is Refusal.VOTED:
+                    reply = (
+                        "You have already approved this request; it is waiting for more approvals."
+                    )
+                elif kind is Refusal.UNAVAILABLE:
+                    log.warning("Slack %s of %s not recorded: %s", verb, click.value, exc)
+                    reply = UNAVAILABLE
+                elif kind is not None:
+                    reply = _sentence(exc.message)
                 else:
-                    await approvals.grant(click.value, who, release=verb == "grant")
-            except AlreadyDecided as exc:
-                reply = self._already(exc.current, exc.decided_by)
-            except TransitionRefused:  # release of a request that is not granted
-                reply = await self._state_of(click.value)
-            except DuplicateVote:
-                reply = "You have already approved this request; it is waiting for more approvals."
-            except (Forbidden, NotFound, InvalidRequest) as exc:
-                reply = _sentence(exc.message)
-            except StoreError as exc:
-                log.warning("Slack %s of %s not recorded: %s", verb, click.value, exc)
-                reply = UNAVAILABLE
+                    raise
         await ack()
         self._tell(click, reply)
 
@@ -146,7 +145,7 @@ class Interactions:
         request: TakeoverRequest | None = None
         if who is not None:
             try:
-                request = await self.engine.store.get_takeover(click.value)
+                request = await self.engine.queries.get_takeover(click.value)
             except SignoffError as exc:
                 reply = UNAVAILABLE if isinstance(exc, StoreError) else _sentence(exc.message)
             if request is not None:
@@ -197,13 +196,18 @@ class Interactions:
         if who is not None:
             try:
                 notes = (reason or "").strip() or None
-                await self.engine.approvals.deny(request_id, who, notes=notes)
-            except AlreadyDecided as exc:
-                error = self._already(exc.current, exc.decided_by, mention=False)
-            except (Forbidden, NotFound, InvalidRequest, TransitionRefused) as exc:
-                error = _sentence(exc.message)
-            except StoreError:
-                error = UNAVAILABLE
+                await decide(self.engine.approvals, request_id, who, "deny", notes)
+            except SignoffError as exc:
+                kind = refusal(exc)
+                if kind is Refusal.DECIDED:
+                    assert isinstance(exc, AlreadyDecided)
+                    error = self._already(exc.current, exc.decided_by, mention=False)
+                elif kind is Refusal.UNAVAILABLE:
+                    error = UNAVAILABLE
+                elif kind is not None:
+                    error = _sentence(exc.message)
+                else:
+                    raise
         if error is None:
             await ack()  # closes the modal
         else:
@@ -244,7 +248,7 @@ class Interactions:
 
     async def _state_of(self, request_id: str) -> str:
         try:
-            request = await self.engine.store.get_takeover(request_id)
+            request = await self.engine.queries.get_takeover(request_id)
         except SignoffError:
             return UNAVAILABLE
         if request.status == TakeoverStatus.PENDING:
@@ -309,7 +313,6 @@ def deny_modal(request: TakeoverRequest) -> dict[str, Any]:
 
 
 def _sentence(message: str) -> str:
-    """An engine message as a sentence to show ("you are not ..." -> "You are not ..."),
-    escaped for mrkdwn (it may quote an id from the payload)."""
-    text = truncate(message[:1].upper() + message[1:], 500, Flavor.MRKDWN)
-    return text if text.endswith((".", "!", "?")) else text + "; nothing changed."
+    """An engine message as a sentence to show, escaped for mrkdwn (it may quote an id from
+    the payload)."""
+    return sentence(message, lambda text: truncate(text, 500, Flavor.MRKDWN))

@@ -121,7 +121,7 @@ class Commands:
         """The open requests ``who`` may decide (read before the ack); the answer with links to
         their cards follows through ``response_url`` (permalinks are Web API calls)."""
         try:
-            requests = await self.engine.store.list_takeovers(statuses=[TakeoverStatus.PENDING])
+            requests = await self.engine.queries.list_takeovers(statuses=[TakeoverStatus.PENDING])
         except SignoffError:
             await _answer(ack, "Signoff could not read the pending requests just now. Try again.")
             return
@@ -164,7 +164,7 @@ class Commands:
     async def _link(self, request: TakeoverRequest) -> str:
         """The request's Slack card if it has one, else its approval page."""
         try:
-            cards = await self.engine.store.chat_messages(request_id=request.id, kind="card")
+            cards = await self.engine.chat.messages(request_id=request.id, kind="card")
         except SignoffError:
             cards = []
         for card in cards:

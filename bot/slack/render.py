@@ -43,7 +43,7 @@ class SlackMessages:
 
     async def view(self, request: TakeoverRequest, run: Run | None = None) -> ApprovalView:
         if run is None or run.id != request.run_id:
-            run = await self.engine.store.get_run(request.run_id)
+            run = await self.engine.queries.get_run(request.run_id)
         public_url = self.engine.config.server.public_url
         return build_view(
             request,
@@ -54,7 +54,7 @@ class SlackMessages:
         )
 
     async def card(self, request_id: str, run: Run | None = None) -> dict[str, Any]:
-        request = await self.engine.store.get_takeover(request_id)
+        request = await self.engine.queries.get_takeover(request_id)
         # A card takes milliseconds of pure Python to render. In a thread, the event loop gets
         # the GIL back every 5 ms (sys.getswitchinterval), so clicks are acknowledged meanwhile.
         return await asyncio.to_thread(render_slack_card, await self.view(request, run))
@@ -73,7 +73,7 @@ class SlackMessages:
         request_id = payload.get("requestId")
         if kind not in {k.value for k in NoticeKind} or not isinstance(request_id, str):
             return None
-        request = await self.engine.store.get_takeover(request_id)
+        request = await self.engine.queries.get_takeover(request_id)
         view = await self.view(request)
         if kind == NoticeKind.DECISION:
             return _decision(request, view, record.dedupe_key, earlier)
@@ -106,7 +106,7 @@ class SlackMessages:
         return _notice(NoticeKind.STEP_RESULT, step_result_fields(payload))
 
     async def _confidence(self, payload: dict[str, Any]) -> Rendered:
-        run = await self.engine.store.get_run(str(payload.get("runId", "")))
+        run = await self.engine.queries.get_run(str(payload.get("runId", "")))
         return _notice(NoticeKind.CONFIDENCE, {**confidence_fields(payload), "agent": run.agent})
 
 

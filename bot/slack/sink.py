@@ -78,7 +78,8 @@ class SlackSink:
 
     def __init__(self, engine: Engine, api: SlackApi, *, min_interval: float = 1.0) -> None:
         self.engine = engine
-        self.store = engine.store
+        self.queries = engine.queries
+        self.chat = engine.chat
         self.api = api
         self.messages = SlackMessages(engine)
         self.min_interval = min_interval
@@ -144,7 +145,7 @@ class SlackSink:
         request_id = str(message.payload["requestId"])
         cards = [
             m
-            for m in await self.store.chat_messages(request_id=request_id, kind=CARD)
+            for m in await self.chat.messages(request_id=request_id, kind=CARD)
             if m.channel == message.channel
         ]
         if not cards:
@@ -179,9 +180,9 @@ class SlackSink:
         """The run, its messages in this channel and the root of its thread there (found
         again from a stored card, or taken from the run's input, when not recorded yet)."""
         run, messages, recorded = await asyncio.gather(
-            self.store.get_run(run_id),
-            self.store.chat_messages(run_id=run_id),
-            self.store.chat_thread(run_id, channel),
+            self.queries.get_run(run_id),
+            self.chat.messages(run_id=run_id),
+            self.chat.thread(run_id, channel),
         )
         state = _Thread(run, channel, target, [m for m in messages if m.channel == channel])
         if recorded is not None:
@@ -197,7 +198,7 @@ class SlackSink:
             origin = "input"
             root = thread_ts if isinstance(thread_ts, str) and thread_ts else None
         if root is not None:
-            kept = await self.store.put_chat_thread(
+            kept = await self.chat.remember_thread(
                 run_id, channel, PLATFORM, root, self.engine.clock.now(), data={"from": origin}
             )
             state.thread = kept.thread_ref
@@ -215,10 +216,10 @@ class SlackSink:
         own outbox row posts it (two deliverers of one card would post it twice): while that
         row is still to be delivered, this notice waits for it. A card that failed for good
         leaves the notice to start the thread itself."""
-        for request in reversed(await self.store.list_takeovers(run_id=state.run.id)):
+        for request in reversed(await self.queries.list_takeovers(run_id=state.run.id)):
             if state.channel in request.channels:
                 (card,) = [m for m in notify.new_card(request) if m.channel == state.channel]
-                rows = await self.store.outbox_messages(run_id=state.run.id)
+                rows = await self.queries.outbox_messages(run_id=state.run.id)
                 status = next(
                     (st for rec, st, _ in rows if rec.dedupe_key == card.dedupe_key), None
                 )
@@ -241,7 +242,7 @@ class SlackSink:
                 log.info("%s was posted before (ts %s); not posting again", dedupe_key, found)
                 self._refused.pop(dedupe_key, None)
                 return found
-        await self.store.add_chat_message(
+        await self.chat.remember_message(
             state.run.id,
             request_id,
             state.channel,
@@ -268,10 +269,10 @@ class SlackSink:
         now = self.engine.clock.now()
         run_id, channel = state.run.id, state.channel
         writes: list[Awaitable[Any]] = [
-            self.store.add_chat_message(run_id, request_id, channel, PLATFORM, kind, ts, now, data)
+            self.chat.remember_message(run_id, request_id, channel, PLATFORM, kind, ts, now, data)
         ]
         if state.thread is None:
-            writes.append(self.store.put_chat_thread(run_id, channel, PLATFORM, ts, now))
+            writes.append(self.chat.remember_thread(run_id, channel, PLATFORM, ts, now))
             state.thread = ts
         await asyncio.gather(*writes)
         state.messages.append(ChatMessageRef(run_id, request_id, channel, PLATFORM, kind, ts, data))

@@ -2,8 +2,9 @@
 
     install(app, engine)   mounts POST /api/messages and registers the ``teams`` outbox sink
 
-Modules: ``adapter`` (the only one importing the Bot Framework SDK), ``tokens`` (the JWT check
-before the body is read), ``handlers`` (activities to engine calls), ``messages`` (cards and
+Modules: ``adapter`` (the only one importing the Bot Framework SDK), ``activities`` (the plain
+types it exchanges with the rest), ``tokens`` (the JWT check before the body is read),
+``handlers`` (activities to engine calls, through ``bot.replies``), ``messages`` (cards and
 notices as Teams shows them), ``sink`` (outbox delivery), ``pacing`` (Teams rate limits),
 ``package`` (``signoff teams package``).
 

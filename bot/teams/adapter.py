@@ -2,9 +2,8 @@
 
 The Bot Framework SDK is archived upstream (its successor is the Microsoft 365 Agents SDK), so
 everything else in ``bot/teams/`` talks to this module through plain dataclasses and dicts:
-``Incoming`` (one activity as received), ``TurnReply`` (an invoke's answer), ``Outgoing`` (a
-message to send) and ``ConnectorFailure`` (a send that failed, with the HTTP status and any
-``Retry-After``). Switching SDKs means rewriting this file alone.
+the plain dataclasses of ``bot.teams.activities``. Switching SDKs means rewriting this file
+alone.
 
 Three SDK defects are worked around here, each where it bites:
 
@@ -31,7 +30,6 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any
 
@@ -55,6 +53,20 @@ from botframework.connector.auth.skill_validation import SkillValidation
 from msrest.exceptions import ClientRequestError, HttpOperationError
 from msrest.universal_http.requests import ClientRetryPolicy
 
+from bot.teams.activities import (
+    ADAPTIVE_CARD,
+    BadActivity,
+    ConnectorFailure,
+    Incoming,
+    InvokeReply,
+    Outgoing,
+    Pace,
+    TurnHandler,
+    TurnReply,
+    base_conversation_id,
+    thread_conversation_id,
+    thread_root,
+)
 from bot.teams.tokens import FETCH_TIMEOUT, NotAuthenticated, SigningKeys, TokenGate
 from engine.config.sections import TeamsConfig
 
@@ -64,69 +76,6 @@ log = logging.getLogger(__name__)
 # 500-item *list*: about 6 ms of CPU per client, and the SDK makes two clients per turn. As a
 # set the same test costs microseconds (nothing else reads it; msrest 0.7.1).
 ClientRetryPolicy.safe_codes = frozenset(ClientRetryPolicy.safe_codes)  # type: ignore[assignment]
-
-ADAPTIVE_CARD = "application/vnd.microsoft.card.adaptive"
-_THREAD = ";messageid="
-
-
-@dataclass(frozen=True, slots=True)
-class Incoming:
-    """One activity as Teams sent it, reduced to what Signoff reads."""
-
-    type: str  # message | invoke | conversationUpdate | installationUpdate | ...
-    name: str | None  # invokes: "adaptiveCard/action"
-    text: str  # messages: the text with the bot's own @mention removed
-    value: Any  # invokes: {"action": {"type", "verb", "data"}, "trigger"}
-    conversation_id: str  # for a channel post, without its ";messageid=" thread suffix
-    thread: str | None  # that suffix: the root activity id of the channel thread it came in
-    sender_aad: str | None  # the Azure AD object id of the person who acted
-    bot_added: bool  # conversationUpdate/installationUpdate that (re)installed the bot
-    reference: dict[str, Any]  # the serialized ConversationReference, for proactive sends
-
-
-@dataclass(frozen=True, slots=True)
-class Outgoing:
-    """A message to send: plain text and/or one Adaptive Card, with @mention entities."""
-
-    text: str | None = None
-    card: dict[str, Any] | None = None
-    mentions: tuple[dict[str, Any], ...] = ()  # {"type": "mention", "text", "mentioned"}
-
-
-@dataclass(frozen=True, slots=True)
-class InvokeReply:
-    status: int
-    body: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class TurnReply:
-    """What a turn answers: for an invoke, its response. Messages into the conversation go
-    through the outbox (``bot.teams.sink``), paced and retried, never sent inline."""
-
-    invoke: InvokeReply | None = None
-
-
-TurnHandler = Callable[[Incoming], Awaitable[TurnReply]]
-Pace = Callable[[str], AbstractAsyncContextManager[None]]
-"""``pace(conversation_id)`` is entered around every call to the Bot Connector
-(``bot.teams.pacing.Pacing.call``)."""
-
-
-class BadActivity(Exception):
-    """The body is not an activity."""
-
-
-@dataclass
-class ConnectorFailure(Exception):
-    """A call to the Bot Connector failed; ``status`` is None when no answer came back."""
-
-    message: str
-    status: int | None = None
-    retry_after: float | None = None
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def _auth_settings(config: TeamsConfig) -> SimpleNamespace:
@@ -316,22 +265,6 @@ class TeamsAdapter:
         return contextlib.nullcontext() if self._pace is None else self._pace(conversation_id)
 
 
-def thread_conversation_id(conversation_id: str, root_activity_id: str) -> str:
-    """The conversation id that posts into a channel thread (PLATFORM.md)."""
-    return f"{base_conversation_id(conversation_id)}{_THREAD}{root_activity_id}"
-
-
-def base_conversation_id(conversation_id: str) -> str:
-    """A channel post's conversation id without its thread suffix."""
-    return conversation_id.split(_THREAD, 1)[0]
-
-
-def thread_root(conversation_id: str) -> str | None:
-    """The root activity id in a channel post's conversation id (None: not in a thread)."""
-    _, found, root = conversation_id.partition(_THREAD)
-    return root or None if found else None
-
-
 def _connector(context: TurnContext) -> Any:
     return context.turn_state[CloudAdapterBase.BOT_CONNECTOR_CLIENT_KEY]
 
@@ -431,6 +364,7 @@ def _retry_after(value: str | None) -> float | None:
         return None
 
 
+# The boundary's whole vocabulary, the plain types of ``bot.teams.activities`` included.
 __all__ = [
     "ADAPTIVE_CARD",
     "BadActivity",

@@ -24,19 +24,12 @@ import logging
 import re
 from typing import Any
 
-from bot.teams.adapter import ADAPTIVE_CARD, Incoming, InvokeReply, Outgoing, TurnReply
+from bot.replies import NO_REQUEST, NOTHING_CHANGED, VERBS, Refusal, decide, refusal
+from bot.teams.activities import ADAPTIVE_CARD, Incoming, InvokeReply, Outgoing, TurnReply
 from bot.teams.messages import approval_card, with_banner
 from engine.assembly import Engine
 from engine.config.sections import Person
-from engine.domain.errors import (
-    AlreadyDecided,
-    Conflict,
-    DuplicateVote,
-    Forbidden,
-    InvalidRequest,
-    NotFound,
-    StoreError,
-)
+from engine.domain.errors import AlreadyDecided, InvalidRequest, NotFound, SignoffError
 from engine.domain.model import OutboxMessage, TakeoverRequest
 from engine.gate.commands import run_command
 
@@ -75,18 +68,9 @@ class TeamsHandlers:
     # -- installation and messages -------------------------------------------------------------
 
     async def _remember(self, incoming: Incoming) -> None:
-        store, now = self.engine.store, self.engine.clock.now()
-        try:
-            await store.put_conversation(
-                PLATFORM, incoming.conversation_id, incoming.reference, now
-            )
-        except StoreError:
-            # Teams sends conversationUpdate and installationUpdate at once; on PostgreSQL both
-            # may find no row and insert (put_conversation is update-else-insert, not an
-            # upsert), and the loser hits the primary key. Its second try is an update.
-            await store.put_conversation(
-                PLATFORM, incoming.conversation_id, incoming.reference, now
-            )
+        await self.engine.chat.remember_conversation(
+            PLATFORM, incoming.conversation_id, incoming.reference, self.engine.clock.now()
+        )
 
     async def _message(self, incoming: Incoming) -> TurnReply:
         text = command_text(incoming.text)
@@ -115,7 +99,7 @@ class TeamsHandlers:
     async def _subscribe(self, incoming: Incoming, name: str, by: str) -> TurnReply:
         now = self.engine.clock.now()
         await self._remember(incoming)  # a conversation the install event never reached
-        await self.engine.store.name_conversation(PLATFORM, incoming.conversation_id, name, now)
+        await self.engine.chat.name_conversation(PLATFORM, incoming.conversation_id, name, now)
         log.info("teams: %s named conversation %s teams:%s", by, incoming.conversation_id, name)
         return await self._say(
             incoming,
@@ -132,7 +116,7 @@ class TeamsHandlers:
             dedupe_key=f"{PLATFORM}:{REPLY}:{self.engine.ids.new_id()}",
             payload={"reference": incoming.reference, "thread": incoming.thread, "text": text},
         )
-        await self.engine.store.queue_outbox([message], self.engine.clock.now())
+        await self.engine.chat.queue_messages([message], self.engine.clock.now())
         self.engine.wake_outbox()
         return TurnReply()
 
@@ -150,7 +134,7 @@ class TeamsHandlers:
             return await self._feedback(incoming, data)
         if not isinstance(request_id, str) or not request_id:
             return _error(400, "BadRequest", "the action names no request")
-        if verb not in ("grant", "deny", "takeover", "release", "refresh"):
+        if verb != "refresh" and verb not in VERBS:
             return _error(400, "BadRequest", f"unknown verb {verb!r}")
         if verb == "refresh":
             return await self._current(request_id)
@@ -161,25 +145,22 @@ class TeamsHandlers:
                 "You are not in Signoff's people list, so you cannot decide; nothing changed.",
             )
         who = self.engine.principal_for_person(person.name)
-        approvals = self.engine.approvals
+        notes = _reason(data) if verb == "deny" else None
         try:
-            if verb == "grant":
-                after = await approvals.grant(request_id, who, release=True)
-            elif verb == "takeover":
-                after = await approvals.grant(request_id, who)
-            elif verb == "release":
-                after = await approvals.release(request_id, who)
-            else:
-                after = await approvals.deny(request_id, who, notes=_reason(data))
-        except NotFound:
-            return _message("This approval request no longer exists.")
-        except AlreadyDecided as exc:
-            by = f" by {exc.decided_by}" if exc.decided_by else ""
-            return await self._current(request_id, f"Already decided{by}; nothing changed.")
-        except DuplicateVote:
-            return await self._current(request_id, "You have already approved this request.")
-        except (Forbidden, InvalidRequest, Conflict) as exc:
-            return await self._current(request_id, f"{exc.message}; nothing changed.")
+            after = await decide(self.engine.approvals, request_id, who, verb, notes)
+        except SignoffError as exc:
+            kind = refusal(exc)
+            if kind is Refusal.MISSING:
+                return _message(NO_REQUEST)
+            if kind is Refusal.DECIDED:
+                assert isinstance(exc, AlreadyDecided)
+                by = f" by {exc.decided_by}" if exc.decided_by else ""
+                return await self._current(request_id, f"Already decided{by}; {NOTHING_CHANGED}.")
+            if kind is Refusal.VOTED:
+                return await self._current(request_id, "You have already approved this request.")
+            if kind in (Refusal.REFUSED, Refusal.NOT_TAKEN_OVER):
+                return await self._current(request_id, f"{exc.message}; {NOTHING_CHANGED}.")
+            raise
         return _card(await approval_card(self.engine, after))
 
     async def _feedback(self, incoming: Incoming, data: dict[str, Any]) -> InvokeReply:
@@ -203,9 +184,9 @@ class TeamsHandlers:
     async def _current(self, request_id: str, banner: str | None = None) -> InvokeReply:
         """The request's card as it is now, for the clicker (with ``banner`` on top)."""
         try:
-            request: TakeoverRequest = await self.engine.store.get_takeover(request_id)
+            request: TakeoverRequest = await self.engine.queries.get_takeover(request_id)
         except NotFound:
-            return _message("This approval request no longer exists.")
+            return _message(NO_REQUEST)
         card = await approval_card(self.engine, request)
         return _card(with_banner(card, banner) if banner else card)
 

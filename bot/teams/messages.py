@@ -16,7 +16,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from bot.api.views import approval_url
-from bot.teams.adapter import Outgoing
+from bot.teams.activities import Outgoing
 from cards.notice_fields import confidence_fields, step_result_fields
 from cards.render import render_notice, render_teams_card, teams_mention_activity
 from cards.view import ApprovalView, build_view, decider_text
@@ -34,7 +34,7 @@ _rendered: WeakKeyDictionary[Engine, OrderedDict[tuple[Any, ...], dict[str, Any]
 
 async def approval_view(engine: Engine, request: TakeoverRequest) -> ApprovalView:
     try:
-        run = await engine.store.get_run(request.run_id)
+        run = await engine.queries.get_run(request.run_id)
     except NotFound:
         run = None
     return build_view(
@@ -168,7 +168,7 @@ async def _request(engine: Engine, request_id: Any) -> TakeoverRequest | None:
     if not request_id:
         return None
     try:
-        return await engine.store.get_takeover(str(request_id))
+        return await engine.queries.get_takeover(str(request_id))
     except NotFound:
         return None
 
@@ -190,7 +190,7 @@ async def _was_taken_over(engine: Engine, record: OutboxRecord) -> bool:
     if record.run_id is None:
         return False
     prefix = f"notice:decision:{record.request_id}:{record.channel}:granted:"
-    queued = await engine.store.outbox_messages(run_id=record.run_id)
+    queued = await engine.queries.outbox_messages(run_id=record.run_id)
     return any(m.dedupe_key.startswith(prefix) for m, _, _ in queued)
 
 

@@ -5,8 +5,8 @@ with the command list Teams suggests when someone types to the bot) and its two 
 here as PNGs (no binary files in the repository): ``color.png`` 192x192, ``outline.png`` 32x32
 white on transparent, as Teams requires. Side-loading steps: ``docs/teams.md``.
 
-The main CLI (``bot/cli.py``) calls ``add_teams_parser(subparsers)``. Like ``bot/cli.py`` it is
-the top of the program, so it is where the environment is read (for ``${VAR}`` in app.yaml).
+``signoff teams package`` (``bot.cli.teams``) calls ``teams_package``. Like the CLI it is the top
+of the program, so it is where the environment is read (for ``${VAR}`` in app.yaml).
 """
 
 from __future__ import annotations
@@ -52,31 +52,6 @@ _GUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}
 
 class PackageError(ValueError):
     """The package cannot be built as asked (a missing app id, a non-https website)."""
-
-
-def add_teams_parser(subparsers: Any) -> None:
-    """Register ``teams package`` on an ``argparse`` subparsers object."""
-    teams: argparse.ArgumentParser = subparsers.add_parser("teams", help="Microsoft Teams")
-    commands = teams.add_subparsers(dest="teams_command", required=True)
-    package = commands.add_parser(
-        "package",
-        help="write the Teams app package (manifest and icons) to side-load",
-        description="Write signoff-teams.zip: manifest.json (v1.17) with the bot and its "
-        "command list, and the two icons. See docs/teams.md for side-loading.",
-    )
-    package.add_argument(
-        "--config",
-        default=os.environ.get("SIGNOFF_CONFIG", "app.yaml"),
-        help="app.yaml, for teams.appId and server.publicUrl (default: $SIGNOFF_CONFIG)",
-    )
-    package.add_argument("--output", default="signoff-teams.zip", help="the zip to write")
-    package.add_argument("--app-id", help="the bot's Microsoft App ID (default: teams.appId)")
-    package.add_argument(
-        "--website-url",
-        help="https page for the developer links (default: server.publicUrl if https)",
-    )
-    package.add_argument("--name", default="Signoff", help="the app's short name")
-    package.set_defaults(func=teams_package)
 
 
 def teams_package(args: argparse.Namespace) -> int:

@@ -19,7 +19,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from bot.teams.adapter import ConnectorFailure, Outgoing, TeamsAdapter, base_conversation_id
+from bot.teams.activities import ConnectorFailure, Outgoing, base_conversation_id
+from bot.teams.adapter import TeamsAdapter
 from bot.teams.handlers import REPLY
 from bot.teams.messages import approval_card, notice_message, reply
 from bot.teams.pacing import Throttled
@@ -64,7 +65,7 @@ class TeamsSink:
 
     async def _to_named(self, message: OutboxRecord) -> None:
         name = message.channel.partition(":")[2]
-        conversation = await self.engine.store.conversation(PLATFORM, name=name)
+        conversation = await self.engine.chat.conversation(PLATFORM, name=name)
         if conversation is None:
             raise DeliveryError(
                 f"no Teams conversation is named {name!r}: an admin writes "
@@ -86,12 +87,12 @@ class TeamsSink:
         if await self._posted_cards(message):
             return  # sent before a crash kept it from being marked sent: never post twice
         try:
-            request = await self.engine.store.get_takeover(message.request_id)
+            request = await self.engine.queries.get_takeover(message.request_id)
         except NotFound:
             raise DeliveryError("the request no longer exists", permanent=True) from None
         card = await approval_card(self.engine, request)
         activity_id, thread = await self._post(message, conversation, Outgoing(card=card))
-        await self.engine.store.add_chat_message(
+        await self.engine.chat.remember_message(
             request.run_id,
             request.id,
             message.channel,
@@ -107,7 +108,7 @@ class TeamsSink:
         if not posted or message.request_id is None:
             log.info("no Teams card to update for %s in %s", message.request_id, message.channel)
             return
-        request = await self.engine.store.get_takeover(message.request_id)
+        request = await self.engine.queries.get_takeover(message.request_id)
         card = await approval_card(self.engine, request)
         for ref in posted:
             thread = ref.data.get("thread")
@@ -133,7 +134,7 @@ class TeamsSink:
         thread = await self._thread_root(message, conversation)
         activity_id = await self.adapter.send(conversation.reference, outgoing, thread=thread)
         if thread is None and message.run_id is not None and _is_channel(conversation):
-            winner = await self.engine.store.put_chat_thread(
+            winner = await self.engine.chat.remember_thread(
                 message.run_id,
                 message.channel,
                 PLATFORM,
@@ -148,13 +149,13 @@ class TeamsSink:
     async def _thread_root(self, message: OutboxRecord, conversation: Conversation) -> str | None:
         if message.run_id is None or not _is_channel(conversation):
             return None
-        thread = await self.engine.store.chat_thread(message.run_id, message.channel)
+        thread = await self.engine.chat.thread(message.run_id, message.channel)
         return thread.thread_ref if thread is not None else None
 
     async def _posted_cards(self, message: OutboxRecord) -> list[Any]:
         if message.request_id is None:
             return []
-        found = await self.engine.store.chat_messages(request_id=message.request_id, kind="card")
+        found = await self.engine.chat.messages(request_id=message.request_id, kind="card")
         return [m for m in found if m.channel == message.channel and m.platform == PLATFORM]
 
 

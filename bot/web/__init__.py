@@ -5,8 +5,8 @@
   ``events``), behind an API-token sign-in (``login``, ``security``);
 * ``/static/``: one stylesheet, the pages' small scripts and the icon; ``/favicon.ico``,
   ``/privacy``, ``/terms`` and the 404 page in the site's layout (``site``);
-* the ``webhook:<name>`` channel's outbox sink (``engine.adapters.webhooks``), which needs the
-  cards' approval view and the signed links that live here.
+* the ``webhook:<name>`` channel's outbox sink (``engine.adapters.webhooks``, built by
+  ``engine.assembly``), which needs the cards' approval view and the signed links that live here.
 
 Pages are readable without JavaScript (only the live timeline uses it), work on a phone-sized
 screen and load nothing from elsewhere.
@@ -26,9 +26,9 @@ from bot.web.context import WEB, WebContext
 from bot.web.security import Sessions
 from cards.json_view import view_json
 from cards.view import build_view
-from engine.adapters.webhooks import WebhookSink
-from engine.assembly import Engine
+from engine.assembly import Engine, build_webhook_sink
 from engine.domain.model import Run, TakeoverRequest
+from engine.services.delivery import Sink
 from engine.services.links import ApprovalLinks, Signer
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def install(app: web.Application, engine: Engine) -> None:
     links = ApprovalLinks(engine, signer)
     sessions = Sessions(
         signer,
-        engine.store,
+        engine.tokens,
         engine.clock,
         secure=server.public_url.startswith("https://"),
         config=engine.config,
@@ -69,7 +69,7 @@ def install(app: web.Application, engine: Engine) -> None:
         engine.add_sink("webhook", _webhook_sink(engine, links))
 
 
-def _webhook_sink(engine: Engine, links: ApprovalLinks) -> WebhookSink:
+def _webhook_sink(engine: Engine, links: ApprovalLinks) -> Sink:
     public_url = engine.config.server.public_url
 
     def approval_json(request: TakeoverRequest, run: Run | None) -> dict[str, Any]:
@@ -82,10 +82,4 @@ def _webhook_sink(engine: Engine, links: ApprovalLinks) -> WebhookSink:
         )
         return view_json(view)
 
-    return WebhookSink(
-        engine.config.webhooks,
-        engine.store,
-        engine.clock,
-        view_json=approval_json,
-        links=links.urls,
-    )
+    return build_webhook_sink(engine, view_json=approval_json, links=links.urls)

@@ -22,8 +22,10 @@ from urllib.parse import quote
 from aiohttp import web
 from markupsafe import Markup
 
+from bot import replies
 from bot.api.errors import status_for
 from bot.api.views import approval_url
+from bot.replies import Refusal
 from bot.web.context import WebContext, web_context
 from bot.web.login import login_url
 from bot.web.pages import page, redirect, render
@@ -31,11 +33,10 @@ from bot.web.security import CSRF_FIELD
 from cards.render import render_web_card
 from cards.templating import plain_date
 from cards.view import build_view
-from engine.domain.errors import Conflict, Forbidden, Gone, InvalidRequest, Unauthorized
-from engine.domain.links import LinkUse
+from engine.domain.errors import SignoffError, Unauthorized
 from engine.domain.model import Principal, TakeoverRequest, TakeoverStatus
 from engine.domain.timeline import TimelineReader
-from engine.services.links import ApprovalLink
+from engine.services.links import ApprovalLink, LinkUse
 
 routes = web.RouteTableDef()
 _PAST = {"grant": "approved", "deny": "denied", "takeover": "took over", "release": "released"}
@@ -124,8 +125,8 @@ async def show(
     ctx = web_context(request)
     engine = ctx.engine
     viewer = await _viewer(ctx, request, request_id)
-    takeover = await engine.store.get_takeover(request_id)
-    run, journal = await engine.store.run_and_journal(takeover.run_id)
+    takeover = await engine.queries.get_takeover(request_id)
+    run, journal = await engine.queries.run_and_journal(takeover.run_id)
     now = engine.clock.now()
     where = situation(ctx, takeover, viewer, now)
     shown = takeover
@@ -178,20 +179,11 @@ async def decide(request: web.Request) -> web.StreamResponse:
             who = await ctx.sessions.principal(request)
             if who is None:
                 raise Unauthorized("sign in to decide this request")
-            await _decide_as(ctx, who, request_id, verb, notes)
-    except (Conflict, Gone, Forbidden, InvalidRequest) as exc:
+            await replies.decide(ctx.engine.approvals, request_id, who, verb, notes)
+    except SignoffError as exc:
+        # A refusal is shown on the page in the engine's words; a missing request is the 404
+        # page and an unavailable database the error page.
+        if replies.refusal(exc) in (None, Refusal.MISSING, Refusal.UNAVAILABLE):
+            raise
         return await show(request, request_id, problem=exc.message, status=status_for(exc))
     return redirect(_page_url(request_id, link))
-
-
-async def _decide_as(
-    ctx: WebContext, who: Principal, request_id: str, verb: str, notes: str | None
-) -> TakeoverRequest:
-    approvals = ctx.engine.approvals
-    if verb in ("grant", "takeover"):
-        return await approvals.grant(request_id, who, notes=notes, release=verb == "grant")
-    if verb == "deny":
-        return await approvals.deny(request_id, who, notes=notes)
-    if verb == "release":
-        return await approvals.release(request_id, who)
-    raise InvalidRequest(f"unknown action {verb!r}")

@@ -25,7 +25,7 @@ from cards.view import build_view
 from engine.domain.errors import InvalidRequest
 from engine.domain.model import TERMINAL_RUN_STATUSES, RunStatus
 from engine.domain.timeline import TimelineReader, minutes_text
-from engine.services.approval_queue import QueueFilter, approval_queue
+from engine.services.approval_queue import QueueFilter
 
 routes = web.RouteTableDef()
 CONSOLE_PAGE = 100
@@ -60,8 +60,8 @@ async def queue(request: web.Request) -> web.StreamResponse:
     where = QueueFilter(_choice(request, "workflow"), _choice(request, "channel"),
                         _choice(request, "approver"))  # fmt: skip
     # The same reading as GET /v1/approvals, a page at a time.
-    found = await approval_queue(
-        engine.store, where, limit=CONSOLE_PAGE, cursor=_choice(request, "cursor")
+    found = await engine.queries.approval_queue(
+        where, limit=CONSOLE_PAGE, cursor=_choice(request, "cursor")
     )
     entries = found.entries
     now = engine.clock.now()
@@ -95,9 +95,9 @@ async def runs(request: web.Request) -> web.StreamResponse:
     except ValueError:
         raise InvalidRequest(f"unknown run status {status_raw!r}") from None
     workflow = _choice(request, "workflow")
-    found = await engine.store.list_runs(status=status, workflow=workflow, limit=200)
+    found = await engine.queries.list_runs(status=status, workflow=workflow, limit=200)
     ended = [r.id for r in found if r.status in TERMINAL_RUN_STATUSES]
-    requests = await engine.store.takeovers_of_runs(ended)
+    requests = await engine.queries.takeovers_of_runs(ended)
     return await render(
         request,
         "runs.html.j2",
@@ -114,7 +114,7 @@ async def runs(request: web.Request) -> web.StreamResponse:
 @console_page
 async def run_page(request: web.Request) -> web.StreamResponse:
     ctx = web_context(request)
-    store = ctx.engine.store
+    store = ctx.engine.queries
     run, journal = await store.run_and_journal(request.match_info["id"])
     items = TimelineReader().read(journal)
     requests = await store.list_takeovers(run_id=run.id, limit=1000)

@@ -16,10 +16,8 @@ server, which has the Slack and Teams clients.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import hashlib
-import sys
 from typing import Any, TextIO
 
 from bot.api.views import approval_url
@@ -49,7 +47,7 @@ def demo_input(seed: str) -> dict[str, Any]:
 
 async def start_demo(engine: Engine) -> Run:
     """Queue a run of the demo workflow (``NotFound`` when ``app.yaml`` has none)."""
-    run, _ = await engine.start_run(
+    run, _ = await engine.runs.start_run(
         DEMO_WORKFLOW, demo_input(engine.ids.new_id()), DEMO_AGENT, agent=DEMO_AGENT.name
     )
     return run
@@ -59,33 +57,7 @@ def has_demo(config: AppConfig) -> bool:
     return DEMO_WORKFLOW in config.workflows
 
 
-# -- signoff demo --------------------------------------------------------------------------------
-
-
-def add_demo_parser(subparsers: Any) -> None:
-    """Register ``signoff demo`` (called from ``bot.cli.build_parser``)."""
-    from bot.cli import _add_config
-
-    demo = subparsers.add_parser(
-        "demo", help="start a run of the refund-demo workflow and print its approval link"
-    )
-    _add_config(demo)
-    demo.add_argument(
-        "--timeout",
-        type=float,
-        default=30.0,
-        help="seconds to wait for the run to reach its approval (default 30)",
-    )
-    demo.set_defaults(func=cmd_demo)
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from bot.cli import _load
-    from bot.cli_checks import require_migrated
-
-    config = _load(args.config)
-    require_migrated(config)
-    return asyncio.run(run_demo(config, timeout=args.timeout, out=sys.stdout))
+# -- signoff demo (``bot.cli.demo``) -----------------------------------------------------------
 
 
 async def run_demo(
@@ -122,12 +94,12 @@ async def _approval_of(engine: Engine, run_id: str, timeout: float) -> TakeoverR
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:
-        found = await engine.store.list_takeovers(
+        found = await engine.queries.list_takeovers(
             run_id=run_id, statuses=[TakeoverStatus.PENDING], limit=1
         )
         if found:
             return found[0]
-        if (await engine.store.get_run(run_id)).status in TERMINAL_RUN_STATUSES:
+        if (await engine.queries.get_run(run_id)).status in TERMINAL_RUN_STATUSES:
             return None
         await asyncio.sleep(0.1)
     return None

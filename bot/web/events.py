@@ -56,7 +56,7 @@ async def _closing(ctx: WebContext, seconds: float) -> bool:
 async def _facts(ctx: WebContext, run: Run) -> dict[str, str]:
     """The status badge and the "Waiting for" section as the page renders them, for a
     ``replace`` event each (the script swaps the element with the same id)."""
-    requests = await ctx.engine.store.list_takeovers(run_id=run.id, limit=1000)
+    requests = await ctx.engine.queries.list_takeovers(run_id=run.id, limit=1000)
     badge = fragment(
         "_run_status.html.j2", run=run, outcome=run_outcome(run, requests), badge_id="run-status"
     )
@@ -69,7 +69,7 @@ async def run_events(request: web.Request) -> web.StreamResponse:
     ctx = web_context(request)
     if await ctx.sessions.principal(request) is None:
         return web.Response(status=401, text="sign in to the console first")
-    store = ctx.engine.store
+    store = ctx.engine.queries
     after = _after(request)
     try:
         run, journal = await store.run_and_journal(request.match_info["id"])

@@ -62,19 +62,19 @@ async def login_page(request: web.Request) -> web.StreamResponse:
 @page
 async def login(request: web.Request) -> web.StreamResponse:
     ctx = web_context(request)
-    store = ctx.engine.store
+    tokens = ctx.engine.tokens
     form = await request.post()
     ctx.sessions.check_csrf(request, form.get(CSRF_FIELD))
     target = safe_next(form.get("next"))
     once = str(form.get("once") or "")
     token: ApiToken | None
     if once:
-        token = await store.rotate_token(LOCAL_ADMIN, hash_token(once), hash_token(new_token()))
+        token = await tokens.rotate(LOCAL_ADMIN, hash_token(once), hash_token(new_token()))
         if token is None:
             return await _refused(request, target, 410, "This sign-in link was already used.")
     else:
         secret = str(form.get("token") or "").strip()
-        token = await store.token_by_hash(hash_token(secret)) if secret else None
+        token = await tokens.by_hash(hash_token(secret)) if secret else None
         if token is None:
             return await _refused(request, target, 401, "That token is not valid or revoked.")
     if token.role not in CONSOLE_ROLES:
@@ -109,22 +109,20 @@ def login_url(next_path: str) -> str:
 
 
 async def _local_admin_link(config: AppConfig) -> str | None:
-    from engine.adapters.store import Database, SqlStore
+    from engine.assembly import open_tokens
     from engine.ports import SystemClock
 
     if not config.database.is_sqlite or not config.admins:
         return None
     token = new_token()
-    db = Database(config.database.url)
     try:
-        await SqlStore(db).put_token(
-            LOCAL_ADMIN, Role.ADMIN, config.admins[0], hash_token(token), SystemClock().now()
-        )
+        async with open_tokens(config.database.url) as tokens:
+            await tokens.put(
+                LOCAL_ADMIN, Role.ADMIN, config.admins[0], hash_token(token), SystemClock().now()
+            )
     except SignoffError as exc:
         log.warning("no console sign-in link (is the database migrated?): %s", exc.message)
         return None
-    finally:
-        await db.dispose()
     return f"{config.server.public_url}/console/login?{urlencode({'once': token})}"
 
 

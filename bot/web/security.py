@@ -22,13 +22,13 @@ from datetime import datetime, timedelta
 
 from aiohttp import web
 
-from engine.adapters.store import SqlStore
 from engine.config import AppConfig
 from engine.domain.approvers import token_principal
 from engine.domain.errors import Forbidden
 from engine.domain.model import ApiToken, Principal, Role
 from engine.ports import Clock
 from engine.services.links import Signer
+from engine.services.tokens import Tokens
 
 SESSION_COOKIE = "signoff_session"
 CSRF_COOKIE = "signoff_csrf"
@@ -49,11 +49,11 @@ class Session:
 
 class Sessions:
     def __init__(
-        self, signer: Signer, store: SqlStore, clock: Clock, *, secure: bool, config: AppConfig
+        self, signer: Signer, tokens: Tokens, clock: Clock, *, secure: bool, config: AppConfig
     ) -> None:
         self.config = config  # who is an admin (``engine.domain.approvers``)
         self.signer = signer
-        self.store = store
+        self.tokens = tokens
         self.clock = clock
         self.secure = secure
 
@@ -98,7 +98,7 @@ class Sessions:
         session = self.decode(raw, self.clock.now()) if raw else None
         if session is None:
             return None
-        token = await self.store.active_token(session.token)
+        token = await self.tokens.active(session.token)
         if token is None or token.person != session.person or token.role != session.role:
             return None
         if token.role not in CONSOLE_ROLES:

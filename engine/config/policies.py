@@ -3,7 +3,7 @@
 A malformed rule never fails the load: it is kept as a ``Rule`` whose ``malformed`` says why
 (with its YAML path), and the policy engine fails closed on it, so a typo can only make the
 outcome stricter. ``AppConfig.rule_problems`` lists them, and every ``signoff`` command
-(``check``, ``migrate``, ``serve`` ...) refuses a file with one (``bot.cli_checks``). Only a
+(``check``, ``migrate``, ``serve`` ...) refuses a file with one (``bot.cli.checks``). Only a
 ``policies:`` that is not a list at all is a configuration error: there is no rule to keep.
 """
 

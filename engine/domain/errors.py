@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.domain.links import LinkUse
+from engine.domain.records import LinkUse
 
 
 class SignoffError(Exception):

@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from engine.adapters.store import SqlStore
 from engine.domain.model import RunStatus
 from engine.ports import Clock
+from engine.ports.store import GateStore
 
 MIN_SAMPLES = 3
 BAD_SCORE = 2  # feedback at or below this is regret
@@ -43,7 +43,7 @@ def adjust(base: float, regret: Regret | None) -> float:
 class Calibration:
     def __init__(
         self,
-        store: SqlStore,
+        store: GateStore,
         clock: Clock,
         *,
         window: int = 200,

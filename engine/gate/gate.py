@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.adapters.store import SqlStore
 from engine.config import AppConfig
 from engine.domain.approvers import rating_refusal
 from engine.domain.errors import Forbidden, InvalidRequest
@@ -35,6 +34,7 @@ from engine.gate.calibration import MIN_SAMPLES, Calibration, adjust
 from engine.gate.estimators import ConfidenceEstimator, all_estimators
 from engine.gate.settings import EffectiveSettings, GateSettings, Override
 from engine.ports import Clock, GateQuestion, Sampler
+from engine.ports.store import GateStore
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class ConfidenceGate:
     def __init__(
         self,
         settings: GateSettings,
-        store: SqlStore,
+        store: GateStore,
         clock: Clock,
         *,
         sampler: Sampler | None = None,
@@ -76,7 +76,7 @@ class ConfidenceGate:
 
     @classmethod
     def from_config(
-        cls, config: AppConfig, store: SqlStore, clock: Clock, sampler: Sampler | None
+        cls, config: AppConfig, store: GateStore, clock: Clock, sampler: Sampler | None
     ) -> ConfidenceGate:
         llm = config.llm
         # A backstop for any Sampler: every attempt timing out plus every allowed wait.

@@ -38,13 +38,13 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from engine.adapters.store import SqlStore
 from engine.config.sections import GateConfig
 from engine.domain.approvers import agent_layers
 from engine.domain.confidence import Estimator
 from engine.domain.errors import Forbidden, InvalidRequest
 from engine.domain.model import NodeType, Principal
 from engine.ports import Clock
+from engine.ports.store import GateStore
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ class GateSettings:
         self,
         config: GateConfig,
         env: Mapping[str, str],
-        store: SqlStore,
+        store: GateStore,
         clock: Clock,
         *,
         cache_seconds: float = 1.0,

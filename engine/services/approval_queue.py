@@ -18,10 +18,10 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from engine.adapters.store import SqlStore
-from engine.adapters.store.queue import QueueQuery
 from engine.domain.errors import InvalidRequest
 from engine.domain.model import Run, TakeoverKind, TakeoverRequest, TakeoverStatus
+from engine.domain.records import QueueQuery
+from engine.ports.store import QueueStore
 
 MAX_PAGE = 200
 # A position: microseconds since 1970 (16 digits reach the year 2286) and a request id.
@@ -69,7 +69,7 @@ class QueuePage:
 
 
 async def approval_queue(
-    store: SqlStore,
+    store: QueueStore,
     where: QueueFilter | None = None,
     *,
     limit: int = DEFAULT_PAGE,

@@ -28,7 +28,6 @@ from engine.domain.approvers import (
 )
 from engine.domain.call_workflow import is_call_workflow
 from engine.domain.errors import Forbidden, InvalidRequest, NotFound
-from engine.domain.links import LinkUse
 from engine.domain.model import (
     Principal,
     Role,
@@ -38,10 +37,12 @@ from engine.domain.model import (
     TakeoverStatus,
     TimeoutBehavior,
 )
+from engine.domain.records import LinkUse
 from engine.ports import Clock, IdSource
 
 if TYPE_CHECKING:  # the store's own modules import rules from here
-    from engine.adapters.store import Adopt, SqlStore
+    from engine.domain.records import Adopt
+    from engine.ports.store import Store
     from engine.services.context import WorkflowLookup
     from engine.services.workers import Workers
 
@@ -55,7 +56,7 @@ MAX_NOTES = 4000
 class Approvals:
     def __init__(
         self,
-        store: SqlStore,
+        store: Store,
         clock: Clock,
         ids: IdSource,
         *,

@@ -24,8 +24,6 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from engine.adapters.connectors import ConnectorRegistry
-from engine.adapters.store import NewRun, SqlStore
 from engine.config import ActionConfig, AppConfig
 from engine.domain import notify
 from engine.domain.approvers import acting_agent, session_person
@@ -54,7 +52,10 @@ from engine.domain.model import (
 from engine.domain.outbound import OutboundTargets
 from engine.domain.policy import PolicyDecision, evaluate_policy
 from engine.domain.policy_rules import Decision
+from engine.domain.records import NewRun
 from engine.ports import Clock, IdSource
+from engine.ports.store import Store
+from engine.services.connectors import ConnectorRegistry
 
 __all__ = ["BINDING_WINDOW", "CallRequest", "CallStatus", "CallView", "HeldCalls"]
 
@@ -85,7 +86,7 @@ class HeldCalls:
     def __init__(
         self,
         config: AppConfig,
-        store: SqlStore,
+        store: Store,
         connectors: ConnectorRegistry,
         clock: Clock,
         ids: IdSource,

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
-from engine.adapters.connectors import ConnectorRegistry
-from engine.adapters.store import SqlStore
 from engine.domain.model import Node, Workflow
 from engine.ports import Clock, IdSource, Sampler, StepGate
+from engine.ports.store import Store
+from engine.services.connectors import ConnectorRegistry
 
 
 class WorkflowLookup(Protocol):
@@ -27,12 +27,15 @@ class WorkflowLookup(Protocol):
 class Services:
     """What the interpreter needs from the outside, injected at startup."""
 
-    store: SqlStore
+    store: Store
     workflows: WorkflowLookup
     connectors: ConnectorRegistry
     clock: Clock
     ids: IdSource
     expand_people: Callable[[Sequence[str]], tuple[str, ...]]
+    # A `tool` node's ``module:function``, imported and called with the node's arguments (an
+    # adapter's work: ``engine.adapters.connectors.python_callable``, handed in by assembly).
+    call_python: Callable[[str, dict[str, Any]], Awaitable[Any]]
     default_approvers: tuple[str, ...] = ()  # app.yaml `approvers:`: a node naming nobody
     sampler: Sampler | None = None
     gate: StepGate | None = None

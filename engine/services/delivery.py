@@ -30,14 +30,18 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
 
-from engine.adapters.store import SqlStore
-from engine.adapters.store.outbox import URGENT_KINDS
 from engine.domain.errors import DeliveryError, SignoffError
 from engine.domain.model import OutboxRecord
+from engine.domain.records import URGENT_KINDS
 from engine.ports import Clock
+from engine.ports.sink import Sink
+from engine.ports.store import OutboxStore
 from engine.services.background import BackgroundLoop, cancel_and_wait
+
+# ``DeliveryError`` and ``Sink`` are the port's (``engine.ports.sink``); named here too for the
+# sinks that import them with the dispatcher.
+__all__ = ["MAX_ATTEMPTS", "DeliveryError", "Dispatcher", "Sink"]
 
 log = logging.getLogger(__name__)
 
@@ -54,20 +58,12 @@ class _Claim:
     until: float
 
 
-class Sink(Protocol):
-    """Delivers one message to one platform."""
-
-    min_interval: float  # seconds between two messages to the same channel
-
-    async def deliver(self, message: OutboxRecord) -> None: ...
-
-
 class Dispatcher(BackgroundLoop):
     task_name = "signoff-outbox"
 
     def __init__(
         self,
-        store: SqlStore,
+        store: OutboxStore,
         clock: Clock,
         sinks: Mapping[str, Sink],
         *,

@@ -32,15 +32,20 @@ import secrets
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote, urlencode
 
-from engine.domain.errors import Forbidden, Gone, InvalidRequest
-from engine.domain.links import LinkUse
-from engine.domain.model import TakeoverRequest
+from engine.domain.errors import Forbidden, Gone, InvalidRequest, LinkUsed
+from engine.domain.model import Principal, TakeoverRequest
+from engine.domain.records import LinkUse
+from engine.services.approvals import Approvals
 
 if TYPE_CHECKING:
-    from engine.assembly import Engine
+    from engine.config import AppConfig
+    from engine.ports import Clock
+    from engine.ports.store import Store
+
+__all__ = ["ApprovalLink", "ApprovalLinks", "LinkHost", "LinkUse", "LinkUsed", "Signer"]
 
 VERBS = ("grant", "deny", "takeover", "release")  # the cards' button values
 _PROCESS_KEY = secrets.token_bytes(32)  # one per process, shared by every Signer in it
@@ -82,12 +87,34 @@ class ApprovalLink:
         return now >= self.expires
 
 
+class LinkHost(Protocol):
+    """What signing and deciding through links needs of the engine (``engine.assembly.Engine``
+    is one): its configuration, store and clock, the approvals' one rule of who may decide,
+    and the wake-up of workers once a decision is made."""
+
+    @property
+    def config(self) -> AppConfig: ...
+
+    @property
+    def store(self) -> Store: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def approvals(self) -> Approvals: ...
+
+    def principal_for_person(self, person: str) -> Principal: ...
+
+    def wake(self) -> None: ...
+
+
 class ApprovalLinks:
     """Signing and checking approval links, and deciding through them."""
 
     PURPOSE = "approval-link"
 
-    def __init__(self, engine: Engine, signer: Signer) -> None:
+    def __init__(self, engine: LinkHost, signer: Signer) -> None:
         self.engine = engine
         self.signer = signer
         self.public_url = engine.config.server.public_url.rstrip("/")

@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from engine.adapters.store import NewRun
 from engine.domain import notify
 from engine.domain.errors import StepError
 from engine.domain.expressions import evaluate
@@ -27,6 +26,7 @@ from engine.domain.model import (
     Workflow,
 )
 from engine.domain.parking import build_request
+from engine.domain.records import NewRun
 from engine.domain.replay import JournalIndex, StepHistory, denial_text
 from engine.services.run_writer import RunWriter
 

@@ -16,10 +16,10 @@ import math
 from collections.abc import Callable
 from datetime import datetime
 
-from engine.adapters.store import SqlStore
 from engine.domain import notify
 from engine.domain.model import OutboxMessage, TakeoverRequest
 from engine.ports import Clock
+from engine.ports.store import ReminderStore
 
 
 def reminder(request: TakeoverRequest) -> list[OutboxMessage]:
@@ -46,7 +46,7 @@ def escalation(request: TakeoverRequest, now: datetime) -> list[OutboxMessage]:
     )
 
 
-async def sweep(store: SqlStore, clock: Clock, wake: Callable[[], None] | None = None) -> int:
+async def sweep(store: ReminderStore, clock: Clock, wake: Callable[[], None] | None = None) -> int:
     """Queue every reminder and escalation due now; returns how many requests were notified."""
     now = clock.now()
     reminded, escalated = await store.queue_reminders(

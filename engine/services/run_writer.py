@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from engine.adapters.store.db import outlast_outage
 from engine.domain import notify
 from engine.domain.model import JournalEvent, NewEvent, Node, OutboxMessage, Run, RunStatus
 from engine.domain.replay import StepHistory, brief
@@ -99,7 +98,7 @@ class RunWriter:
         called again when the lease runs out (a side effect twice, if with the same key). An
         attempt whose commit happened unseen is not applied twice (``append_events``'
         ``expect``; a park is refused)."""
-        return await outlast_outage(
+        return await self.s.store.outlast_outage(
             write,
             seconds=self.s.lease_seconds,
             stopping=self.s.stopping,

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from engine.adapters.connectors.python_callable import call_function, resolve_callable
 from engine.domain.errors import SignoffError, StepError, StoreError
 from engine.domain.expressions import render_text
 from engine.domain.model import Node, NodeType, OutboxMessage, Run, RunStatus
@@ -79,8 +78,7 @@ async def call_step(
                 )
             )
         if node.type == NodeType.TOOL:
-            fn = resolve_callable(node.function or "")
-            return await call_function(fn, args if isinstance(args, dict) else {})
+            return await s.call_python(node.function or "", args if isinstance(args, dict) else {})
         if node.type == NodeType.AI_STEP:
             if s.sampler is None:
                 raise StepError("no LLM is configured (llm.baseUrl, llm.model)")

@@ -17,10 +17,10 @@ from collections import deque
 from collections.abc import Callable
 from datetime import timedelta
 
-from engine.adapters.store import Adopt, OutboxFor, SqlStore
-from engine.adapters.store.db import outlast_outage
 from engine.domain.errors import SignoffError
+from engine.domain.records import Adopt, OutboxFor
 from engine.ports import Clock
+from engine.ports.store import Store
 from engine.services import crashpoints, reminders
 from engine.services.background import BackgroundLoop, cancel_and_wait
 from engine.services.interpreter import Interpreter, Written
@@ -34,7 +34,7 @@ OFFER_WAIT_SECONDS = 0.1  # the longest a decision waits for a slot (``Workers.o
 class Workers:
     def __init__(
         self,
-        store: SqlStore,
+        store: Store,
         interpreter: Interpreter,
         clock: Clock,
         *,
@@ -257,7 +257,7 @@ class Workers:
             given, written = written, None
             await self.interpreter.advance(run_id, self.owner, given)
 
-        await outlast_outage(
+        await self.store.outlast_outage(
             advance,
             seconds=self.lease.total_seconds(),
             stopping=lambda: self.stopping,
@@ -289,7 +289,7 @@ class Sweeper(BackgroundLoop):
 
     def __init__(
         self,
-        store: SqlStore,
+        store: Store,
         clock: Clock,
         *,
         on_requeue: Callable[[], None] | None = None,

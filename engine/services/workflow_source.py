@@ -11,19 +11,19 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from engine.adapters.store import SqlStore
 from engine.config import ConnectorConfig
 from engine.config.workflows import load_workflow
 from engine.domain.call_workflow import call_workflow, is_call_workflow
 from engine.domain.errors import ConfigError, NotFound
 from engine.domain.model import Workflow
+from engine.ports.store import WorkflowStore
 
 
 class WorkflowSource:
     def __init__(
         self,
         configured: Mapping[str, Workflow],
-        store: SqlStore,
+        store: WorkflowStore,
         *,
         connectors: Mapping[str, ConnectorConfig] | None = None,
     ) -> None:

@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from engine.adapters.store import Adopt, NewRun
 from engine.domain.model import Principal, Role, TakeoverStatus
+from engine.domain.records import Adopt, NewRun
 from engine.ports import ManualClock
 from tests.support.api import Api, running_api
 from tests.support.engines import AGENT, person
@@ -54,7 +54,7 @@ async def _queue(api: Api) -> dict[str, str]:
     clock = api.engine.clock
     assert isinstance(clock, ManualClock)
     ids: dict[str, str] = {}
-    run, _ = await api.engine.start_run("pay", {"order": "pay-1"}, AGENT)
+    run, _ = await api.engine.runs.start_run("pay", {"order": "pay-1"}, AGENT)
     ids["pay-1"] = (await pending_request(api.engine, run.id)).id
     clock.advance(minutes=1)
     # A run another worker holds, taken over by an admin who names no approvers: its workflow
@@ -75,7 +75,7 @@ async def _queue(api: Api) -> dict[str, str]:
     assert status == 202, held
     ids["call"] = held["requestId"]
     clock.advance(minutes=1)
-    run, _ = await api.engine.start_run("pay", {"order": "pay-2"}, AGENT)
+    run, _ = await api.engine.runs.start_run("pay", {"order": "pay-2"}, AGENT)
     ids["pay-2"] = (await pending_request(api.engine, run.id)).id
     return ids
 

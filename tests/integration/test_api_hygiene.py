@@ -118,7 +118,7 @@ async def test_nul_in_a_console_path_is_a_400_page(api: Api) -> None:
 
 
 async def test_nul_in_an_approval_form_is_refused_and_nothing_is_decided(api: Api) -> None:
-    run, _ = await api.engine.start_run("refund-demo", {"order": "o-1", "amount": "1"}, AGENT)
+    run, _ = await api.engine.runs.start_run("refund-demo", {"order": "o-1", "amount": "1"}, AGENT)
     request = await pending_request(api.engine, run.id)
     link = link_path(api.client, request, "bob")
     resp = await submit(api.client, link, {"action": "grant", "reason": "fine\x00"})

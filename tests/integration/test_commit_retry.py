@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.adapters.store import Adopt, NewRun
 from engine.domain.errors import StoreError
 from engine.domain.model import JournalEvent, NewEvent, RunStatus
+from engine.domain.records import Adopt, NewRun
 from tests.support.engines import AGENT, make_engine, wait_status
 
 FLOW = """
@@ -35,7 +35,7 @@ async def test_a_result_commit_that_fails_for_a_while_is_kept_not_the_step_run_a
     engine.store.append_events = unreachable_for_a_while  # type: ignore[method-assign]
     await engine.start()
     try:
-        run, _ = await engine.start_run("flow", {}, AGENT)
+        run, _ = await engine.runs.start_run("flow", {}, AGENT)
         assert await wait_status(engine, run.id, RunStatus.COMPLETED) == RunStatus.COMPLETED
         ledger = await engine.store.ledger(run_id=run.id)
         journal = await engine.store.journal(run.id)
@@ -97,7 +97,7 @@ async def test_a_step_whose_write_to_our_database_fails_is_tried_again_not_faile
     engine.store.record_ledger = unreachable_twice  # type: ignore[method-assign]
     await engine.start()
     try:
-        run, _ = await engine.start_run("flow", {}, AGENT)
+        run, _ = await engine.runs.start_run("flow", {}, AGENT)
         assert await wait_status(engine, run.id, RunStatus.COMPLETED, RunStatus.FAILED) == (
             RunStatus.COMPLETED
         )

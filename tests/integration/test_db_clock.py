@@ -40,7 +40,7 @@ async def test_a_skewed_replica_decides_expiry_like_the_others(
         # The skewed replica's corrected time is the database's, within a second.
         drift = abs(skewed.clock.now() - SystemClock().now())
         assert drift < timedelta(seconds=1), drift
-        run, _ = await honest.start_run("flow", {}, AGENT)
+        run, _ = await honest.runs.start_run("flow", {}, AGENT)
         await wait_status(honest, run.id, RunStatus.WAITING)
         (request,) = await honest.store.list_takeovers(run_id=run.id)
 

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from engine.adapters.store import Adopt, NewRun
 from engine.assembly import Engine
 from engine.domain.model import Role, RunStatus, TakeoverStatus
+from engine.domain.records import Adopt, NewRun
 from tests.support.engines import AGENT, make_engine, person, wait_for, wait_status
 
 FLOW = """
@@ -48,7 +48,7 @@ def count_claims(engine: Engine) -> list[int]:
 
 async def parked(engine: Engine) -> tuple[str, str]:
     """A run started through ``engine`` and parked at its approval: (run id, request id)."""
-    run, _ = await engine.start_run("flow", {}, AGENT)
+    run, _ = await engine.runs.start_run("flow", {}, AGENT)
     await wait_status(engine, run.id, RunStatus.WAITING)
 
     # The park is committed before the task that parked the run has ended. A decision that
@@ -110,7 +110,7 @@ async def test_new_run_and_decision_are_advanced_here_without_a_claim(
 
 async def test_without_a_free_slot_the_decision_queues_the_run(migrated_db_url: str) -> None:
     front = make_engine(migrated_db_url, FLOW, server=SLOW_POLL)  # runs no workers: no slot
-    run, _ = await front.start_run("flow", {}, AGENT)
+    run, _ = await front.runs.start_run("flow", {}, AGENT)
     assert run.status == RunStatus.QUEUED and run.lease_owner is None
     back = make_engine(migrated_db_url, FLOW, server=SLOW_POLL, name="back")
     claims = count_claims(back)

@@ -61,7 +61,7 @@ async def engine(migrated_db_url: str, clock: ManualClock) -> AsyncIterator[Engi
 
 
 async def parked(engine: Engine, workflow: str, order: str = "o-1") -> tuple[str, str]:
-    run, _ = await engine.start_run(workflow, {"order": order}, AGENT)
+    run, _ = await engine.runs.start_run(workflow, {"order": order}, AGENT)
     await wait_status(engine, run.id, RunStatus.WAITING)
     (request,) = await engine.store.list_takeovers(run_id=run.id)
     return run.id, request.id

@@ -45,7 +45,7 @@ async def engine(migrated_db_url: str) -> AsyncIterator[Engine]:
 )
 async def test_input_reaches_the_connector_literally(engine: Engine, text: str) -> None:
     run_input = {"order": "{{ 6*7 }}", "text": text, "count": 3}
-    run, _ = await engine.start_run("echo", run_input, AGENT)
+    run, _ = await engine.runs.start_run("echo", run_input, AGENT)
     await wait_status(engine, run.id, RunStatus.WAITING)
     (request,) = await engine.store.list_takeovers(run_id=run.id)
     assert request.reason == f"Refund {{{{ 6*7 }}}}: {text}"
@@ -69,7 +69,7 @@ async def test_input_reaches_the_connector_literally(engine: Engine, text: str) 
 
 
 async def test_the_sandbox_fails_the_step_cleanly(engine: Engine) -> None:
-    run, _ = await engine.start_run("escape", {}, AGENT)
+    run, _ = await engine.runs.start_run("escape", {}, AGENT)
     assert await wait_status(engine, run.id, RunStatus.FAILED) == RunStatus.FAILED
     failed = await engine.store.get_run(run.id)
     assert failed.error is not None
@@ -91,7 +91,7 @@ async def test_the_sandbox_fails_the_step_cleanly(engine: Engine) -> None:
 
 async def test_a_child_workflows_failing_arguments_fail_the_step(engine: Engine) -> None:
     """Before, the error reached the worker, which handed the run on to be retried for ever."""
-    run, _ = await engine.start_run("parent", {}, AGENT)
+    run, _ = await engine.runs.start_run("parent", {}, AGENT)
     assert await wait_status(engine, run.id, RunStatus.FAILED) == RunStatus.FAILED
     failed = await engine.store.get_run(run.id)
     assert failed.error is not None and "input.missing.id" in failed.error

@@ -56,8 +56,8 @@ async def assert_failed_at_the_limit(engine: Engine, run_id: str, step: str) -> 
 
 async def test_a_spinning_argument_fails_its_step_and_the_engine_goes_on(engine: Engine) -> None:
     started = time.perf_counter()
-    spin, _ = await engine.start_run("spin", {"n": N}, AGENT)
-    quick, _ = await engine.start_run("quick", {"text": "meanwhile"}, AGENT)
+    spin, _ = await engine.runs.start_run("spin", {"n": N}, AGENT)
+    quick, _ = await engine.runs.start_run("quick", {"text": "meanwhile"}, AGENT)
     assert await wait_status(engine, quick.id, RunStatus.COMPLETED) == RunStatus.COMPLETED
     await assert_failed_at_the_limit(engine, spin.id, "spin")
     assert time.perf_counter() - started < 5
@@ -75,7 +75,7 @@ async def test_a_run_picked_up_after_a_restart_fails_as_fast(migrated_db_url: st
     """The run was queued by a process that went away before it ran; the next process picks
     it up, and the limits hold on that evaluation too: it fails, it does not hang again."""
     before = make_engine(migrated_db_url, FLOWS, name="before")
-    run, _ = await before.start_run("spin", {"n": N}, AGENT)
+    run, _ = await before.runs.start_run("spin", {"n": N}, AGENT)
     await before.stop()  # never started: nothing ran
     after = make_engine(migrated_db_url, FLOWS, name="after")
     await after.start()
@@ -97,7 +97,7 @@ async def test_a_stored_workflow_an_older_version_accepted_fails_its_run(
     good = {"nodes": [{"id": "a", "type": "connector", "connector": "demo-ledger",
                        "action": "note", "args": {"text": "ok"}}]}  # fmt: skip
     await eng.store.put_workflow("stored", good, "alice", now)
-    run, _ = await eng.start_run("stored", {}, AGENT)
+    run, _ = await eng.runs.start_run("stored", {}, AGENT)
     bomb = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
     good["nodes"][0]["args"] = {"text": bomb}
     await eng.store.put_workflow("stored", good, "alice", now)  # as an older version stored it

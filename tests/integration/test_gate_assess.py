@@ -8,10 +8,11 @@ import itertools
 import pytest
 
 from engine.adapters.llm import OpenAICompatibleSampler
-from engine.adapters.store import Database, NewRun, SqlStore
+from engine.adapters.store import Database, SqlStore
 from engine.config.sections import GateConfig
 from engine.domain.errors import InvalidRequest, NotFound
 from engine.domain.model import JournalEvent, NewEvent, RunStatus
+from engine.domain.records import NewRun
 from engine.gate import ConfidenceGate, GateSettings
 from engine.ports import GateQuestion, ManualClock
 from tests.fakes.llm import FakeLlm, Reply

@@ -182,7 +182,7 @@ async def idle_engine(migrated_db_url: str) -> AsyncIterator[Engine]:
 
 async def test_only_the_runs_deciders_and_admins_open_a_takeover(idle_engine: Engine) -> None:
     engine = idle_engine
-    run, _ = await engine.start_run("pay", {}, person("dave"))
+    run, _ = await engine.runs.start_run("pay", {}, person("dave"))
     for outsider in ("carol", "dave"):  # carol approves for the project, but not this run
         with pytest.raises(Forbidden, match="is not an approver of this run"):
             await engine.approvals.request(run.id, person(outsider), reason="mine")
@@ -199,7 +199,7 @@ async def test_only_the_runs_deciders_and_admins_open_a_takeover(idle_engine: En
 
 async def test_an_admin_may_open_a_takeover_naming_admins(idle_engine: Engine) -> None:
     engine = idle_engine
-    run, _ = await engine.start_run("pay", {}, person("dave"))
+    run, _ = await engine.runs.start_run("pay", {}, person("dave"))
     admin = engine.principal_for_person("alice")
     created = await engine.approvals.request(run.id, admin, reason="ops", approvers=["alice"])
     assert created.approvers == ("alice",)

@@ -30,7 +30,7 @@ async def engine(migrated_db_url):
 
 
 async def test_park_and_release(engine):
-    run, created = await engine.start_run("refund", {"order": "A-1", "amount": 42}, AGENT)
+    run, created = await engine.runs.start_run("refund", {"order": "A-1", "amount": 42}, AGENT)
     assert created
     assert await wait_status(engine, run.id, RunStatus.WAITING) == RunStatus.WAITING
     (request,) = await engine.store.list_takeovers(run_id=run.id)
@@ -53,7 +53,7 @@ async def test_park_and_release(engine):
 
 
 async def test_deny_follows_on_deny(engine):
-    run, _ = await engine.start_run("refund", {"order": "A-2", "amount": 5}, AGENT)
+    run, _ = await engine.runs.start_run("refund", {"order": "A-2", "amount": 5}, AGENT)
     await wait_status(engine, run.id, RunStatus.WAITING)
     (request,) = await engine.store.list_takeovers(run_id=run.id)
     await engine.approvals.deny(request.id, person("carol"), notes="too much")
@@ -98,7 +98,7 @@ async def test_read_actions_commit_step_started_with_their_result(migrated_db_ur
     probe.engine = engine
     await engine.start()
     try:
-        run, _ = await engine.start_run("probed", {}, AGENT)
+        run, _ = await engine.runs.start_run("probed", {}, AGENT)
         assert await wait_status(engine, run.id, RunStatus.COMPLETED) == RunStatus.COMPLETED
         events = [(e.step_id, e.event) for e in await engine.store.journal(run.id)]
     finally:

@@ -112,7 +112,7 @@ async def test_a_run_claimed_again_under_its_own_task_is_not_advanced_twice(
     engine.store.claim_runs = noting_claims  # type: ignore[method-assign]
     await engine.start()
     try:
-        run, _ = await engine.start_run("slow", {}, AGENT)
+        run, _ = await engine.runs.start_run("slow", {}, AGENT)
         await asyncio.wait_for(held.called.wait(), 10)
         assert engine.workers.active == 1
         assert isinstance(engine.clock, ManualClock)

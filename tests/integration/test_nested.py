@@ -57,7 +57,7 @@ async def ledger(engine: Engine) -> list[tuple[str | None, str]]:
 
 
 async def test_parked_child_parks_parent_and_its_release_resumes_it(engine: Engine) -> None:
-    parent, _ = await engine.start_run("parent", {"order": "N-1"}, AGENT)
+    parent, _ = await engine.runs.start_run("parent", {"order": "N-1"}, AGENT)
     child_id = await child_of(engine, parent.id)
     assert await wait_status(engine, parent.id, RunStatus.WAITING) == RunStatus.WAITING
     child = await engine.store.get_run(child_id)
@@ -97,7 +97,7 @@ async def test_parked_child_parks_parent_and_its_release_resumes_it(engine: Engi
 
 
 async def test_denied_child_fails_the_parent_step(engine: Engine) -> None:
-    parent, _ = await engine.start_run("parent", {"order": "N-2"}, AGENT)
+    parent, _ = await engine.runs.start_run("parent", {"order": "N-2"}, AGENT)
     child_id = await child_of(engine, parent.id)
     (request,) = await engine.store.list_takeovers(run_id=child_id)
     await engine.approvals.deny(request.id, person("carol"), notes="not this one")
@@ -118,7 +118,7 @@ async def test_denied_child_fails_the_parent_step(engine: Engine) -> None:
 
 
 async def test_nested_two_deep(engine: Engine) -> None:
-    outer, _ = await engine.start_run("outer", {"order": "N-3"}, AGENT)
+    outer, _ = await engine.runs.start_run("outer", {"order": "N-3"}, AGENT)
     middle_id = await child_of(engine, outer.id)
     inner_id = await child_of(engine, middle_id)
     (request,) = await engine.store.list_takeovers(run_id=inner_id)
@@ -131,7 +131,7 @@ async def test_nested_two_deep(engine: Engine) -> None:
 
 
 async def test_cancelling_the_parent_cancels_the_parked_child(engine: Engine) -> None:
-    parent, _ = await engine.start_run("parent", {"order": "N-4"}, AGENT)
+    parent, _ = await engine.runs.start_run("parent", {"order": "N-4"}, AGENT)
     child_id = await child_of(engine, parent.id)
     (request,) = await engine.store.list_takeovers(run_id=child_id)
     cancelled = await engine.approvals.cancel_run(parent.id, person("alice", Role.ADMIN))

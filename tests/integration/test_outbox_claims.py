@@ -71,7 +71,7 @@ async def test_a_dead_dispatchers_claim_lapses_after_the_lease(migrated_db_url: 
     assert dying.dispatcher.hold == timedelta(seconds=LEASE_SECONDS)
     try:
         await dying.start()
-        await dying.start_run("pay", {}, AGENT)
+        await dying.runs.start_run("pay", {}, AGENT)
         await asyncio.wait_for(hung.entered.wait(), 10)  # the card is claimed and being sent
         await dying.dispatcher.stop()  # the process dies mid-send: nothing is marked or released
         ((card, status, _),) = await survivor.store.outbox_messages()
@@ -106,7 +106,7 @@ async def test_unsent_messages_are_handed_back_before_half_the_hold(
         await engine.start()
         await engine.dispatcher.stop()  # this test delivers by hand
         for i in range(5):
-            await engine.start_run("pay", {"n": i}, AGENT)
+            await engine.runs.start_run("pay", {"n": i}, AGENT)
 
         async def five_cards() -> bool:
             return len(await engine.store.outbox_messages()) == 5
@@ -148,7 +148,7 @@ async def test_a_live_dispatcher_renews_its_claim_while_the_remote_is_slow(
     sender.dispatcher.hold = timedelta(seconds=0.3)  # renewed every 0.1 s of loop time
     try:
         await sender.start()
-        await sender.start_run("pay", {}, AGENT)
+        await sender.runs.start_run("pay", {}, AGENT)
         await asyncio.wait_for(slow.entered.wait(), 10)
         claimed_at = clock.now()
         clock.set(claimed_at + timedelta(seconds=60))  # far past the first hold

@@ -31,7 +31,7 @@ async def test_notify_wakes_the_other_replica(migrated_postgres_url: str) -> Non
     await worker.start()  # returns once its listener listens
     try:
         started = time.perf_counter()
-        run, _ = await front.start_run("flow", {}, AGENT)  # front runs no workers
+        run, _ = await front.runs.start_run("flow", {}, AGENT)  # front runs no workers
         await wait_status(worker, run.id, RunStatus.WAITING)
         parked_after = time.perf_counter() - started
         (request,) = await front.store.list_takeovers(run_id=run.id)

@@ -52,7 +52,7 @@ async def api(migrated_db_url: str, clock: ManualClock) -> AsyncIterator[Api]:
 
 async def _parked(api: Api, workflow: str = "refund-demo", **input: Any) -> Any:
     input = input or {"order": "A-1042"}  # the demo ledger's lookup finds 37.51 EUR for it
-    run, _ = await api.engine.start_run(workflow, input, AGENT)
+    run, _ = await api.engine.runs.start_run(workflow, input, AGENT)
     return await pending_request(api.engine, run.id)
 
 
@@ -285,7 +285,7 @@ async def test_without_identity_a_post_asks_to_sign_in(api: Api) -> None:
 
 async def test_the_run_starter_cannot_approve_through_the_console(api: Api) -> None:
     await api.token("ops", Role.APPROVER, "alice")
-    run, _ = await api.engine.start_run(
+    run, _ = await api.engine.runs.start_run(
         "refund-demo", {"order": "A-1", "amount": "1"}, api.engine.principal_for_person("alice")
     )
     request = await pending_request(api.engine, run.id)

@@ -121,10 +121,12 @@ async def test_the_queue_lists_pending_approvals_oldest_first_with_filters(
 ) -> None:
     clock = api.engine.clock
     assert isinstance(clock, ManualClock)
-    first, _ = await api.engine.start_run("refund-demo", {"order": "A-1", "amount": "1"}, AGENT)
+    first, _ = await api.engine.runs.start_run(
+        "refund-demo", {"order": "A-1", "amount": "1"}, AGENT
+    )
     await pending_request(api.engine, first.id)
     clock.advance(minutes=2)
-    second, _ = await api.engine.start_run("other", {}, AGENT)
+    second, _ = await api.engine.runs.start_run("other", {}, AGENT)
     await pending_request(api.engine, second.id)
     await sign_in(api.client, api.tokens["admin"])
 
@@ -141,7 +143,7 @@ async def test_the_queue_lists_pending_approvals_oldest_first_with_filters(
 
 
 async def test_runs_page_lists_runs_with_their_status(api: Api) -> None:
-    run, _ = await api.engine.start_run("refund-demo", {"order": "A-7", "amount": "3"}, AGENT)
+    run, _ = await api.engine.runs.start_run("refund-demo", {"order": "A-7", "amount": "3"}, AGENT)
     await pending_request(api.engine, run.id)
     await sign_in(api.client, api.tokens["bob"])
 
@@ -190,7 +192,7 @@ async def test_the_run_page_streams_its_timeline_until_the_run_completes(api: Ap
 
 async def test_a_resumed_stream_starts_after_the_last_event_it_saw(api: Api) -> None:
     await sign_in(api.client, api.tokens["admin"])
-    run, _ = await api.engine.start_run("refund-demo", {"order": "A-9", "amount": "9"}, AGENT)
+    run, _ = await api.engine.runs.start_run("refund-demo", {"order": "A-9", "amount": "9"}, AGENT)
     await pending_request(api.engine, run.id)
     journal = await api.engine.store.journal(run.id)
 

@@ -69,7 +69,7 @@ async def api(migrated_db_url: str) -> AsyncIterator[Api]:
 async def test_hostile_values_are_text_on_every_page(api: Api) -> None:
     requests = {}
     for name, value in HOSTILE.items():
-        run, _ = await api.engine.start_run(
+        run, _ = await api.engine.runs.start_run(
             # An agent may only name a sub-agent of its own token: the hostile part is the sub.
             "refund-demo",
             {"order": value},

@@ -71,7 +71,7 @@ def badge(html: str, run_id: str | None = None) -> str:
 
 
 async def _decided(api: Api, workflow: str, verb: str, **fields: str) -> str:
-    run, _ = await api.engine.start_run(workflow, {"order": "A-5", "amount": "5"}, AGENT)
+    run, _ = await api.engine.runs.start_run(workflow, {"order": "A-5", "amount": "5"}, AGENT)
     request = await pending_request(api.engine, run.id)
     resp = await submit(api.client, link_path(api.client, request, "bob"), {"action": verb})
     assert resp.status == 303
@@ -80,7 +80,7 @@ async def _decided(api: Api, workflow: str, verb: str, **fields: str) -> str:
 
 
 async def _expired(api: Api, clock: ManualClock, workflow: str) -> str:
-    run, _ = await api.engine.start_run(workflow, {}, AGENT)
+    run, _ = await api.engine.runs.start_run(workflow, {}, AGENT)
     await pending_request(api.engine, run.id)
     clock.advance(minutes=11)
     assert await api.engine.sweeper.sweep_once() >= 1
@@ -118,7 +118,7 @@ async def test_expired_requests_say_expired_or_auto_approved(api: Api, clock: Ma
 
 async def test_the_waiting_line_and_the_badge_follow_the_decision_live(api: Api) -> None:
     await sign_in(api.client, api.tokens["admin"])
-    run, _ = await api.engine.start_run("refund-demo", {"order": "A-6", "amount": "6"}, AGENT)
+    run, _ = await api.engine.runs.start_run("refund-demo", {"order": "A-6", "amount": "6"}, AGENT)
     request = await pending_request(api.engine, run.id)
     _, html = await page(api.client, f"/console/runs/{run.id}")
     assert '<section id="waiting">' in html and f'href="/approvals/{request.id}"' in html
@@ -139,7 +139,7 @@ async def test_the_waiting_line_and_the_badge_follow_the_decision_live(api: Api)
 
 
 async def test_countdowns_and_waits_read_hours_and_minutes(api: Api, clock: ManualClock) -> None:
-    run, _ = await api.engine.start_run("day", {}, AGENT)
+    run, _ = await api.engine.runs.start_run("day", {}, AGENT)
     request = await pending_request(api.engine, run.id)
     clock.advance(minutes=2)
     await sign_in(api.client, api.tokens["admin"])

@@ -65,7 +65,7 @@ async def test_the_privacy_and_terms_pages_the_teams_package_links_to(api: Api) 
 
 
 async def test_the_approval_page_has_a_heading(api: Api) -> None:
-    run, _ = await api.engine.start_run("refund-demo", {"order": "A-1", "amount": "1"}, AGENT)
+    run, _ = await api.engine.runs.start_run("refund-demo", {"order": "A-1", "amount": "1"}, AGENT)
     request = await pending_request(api.engine, run.id)
 
     status, html = await page(api.client, link_path(api.client, request, "bob"))

@@ -74,7 +74,7 @@ async def test_the_card_is_posted_signed_with_links_that_decide(
     api: Api, receiver: tuple[Receiver, str]
 ) -> None:
     hook, _ = receiver
-    run, _ = await api.engine.start_run("refund", {"order": "A-1", "amount": "12.50"}, AGENT)
+    run, _ = await api.engine.runs.start_run("refund", {"order": "A-1", "amount": "12.50"}, AGENT)
     request = await pending_request(api.engine, run.id)
     await wait_for(lambda: _sent(api, run.id, 1))
 
@@ -109,12 +109,12 @@ async def test_server_errors_are_retried_and_client_errors_are_not(
 ) -> None:
     hook, _ = receiver
     hook.answers = [503, 429]
-    first, _ = await api.engine.start_run("refund", {"order": "A-2", "amount": "1"}, AGENT)
+    first, _ = await api.engine.runs.start_run("refund", {"order": "A-2", "amount": "1"}, AGENT)
     await wait_for(lambda: _sent(api, first.id, 1))
     assert len(hook.received) == 3
 
     hook.answers = [400]
-    second, _ = await api.engine.start_run("refund", {"order": "A-3", "amount": "1"}, AGENT)
+    second, _ = await api.engine.runs.start_run("refund", {"order": "A-3", "amount": "1"}, AGENT)
 
     async def failed() -> bool:
         return await _statuses(api, second.id) == ["failed"]
@@ -130,7 +130,7 @@ async def test_a_webhook_without_a_secret_sends_no_signature(
     hook, url = receiver
     extra = f"webhooks:\n  ops: {{url: '{url}'}}\n"
     async with running_api(migrated_db_url, FLOW, extra=extra, clock=ManualClock()) as api:
-        run, _ = await api.engine.start_run("refund", {"order": "A-4", "amount": "1"}, AGENT)
+        run, _ = await api.engine.runs.start_run("refund", {"order": "A-4", "amount": "1"}, AGENT)
         await wait_for(lambda: _sent(api, run.id, 1))
         status, _ = await page(api.client, f"/approvals/{(await _request(api, run.id)).id}")
         assert status == 200

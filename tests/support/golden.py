@@ -192,13 +192,13 @@ Scenario = Callable[[Engine], Awaitable[list[str]]]
 
 
 async def _parked_at_approval(engine: Engine) -> list[str]:
-    run, _ = await engine.start_run("golden-refund", {"order": "A-1", "amount": 42}, AGENT)
+    run, _ = await engine.runs.start_run("golden-refund", {"order": "A-1", "amount": 42}, AGENT)
     await wait_status(engine, run.id, RunStatus.WAITING)
     return [run.id]
 
 
 async def _parked_at_second_approval(engine: Engine) -> list[str]:
-    run, _ = await engine.start_run("golden-two-approvals", {"order": "B-2"}, AGENT)
+    run, _ = await engine.runs.start_run("golden-two-approvals", {"order": "B-2"}, AGENT)
     await wait_status(engine, run.id, RunStatus.WAITING)
     (first,) = await engine.store.list_takeovers(run_id=run.id)
     engine.clock.advance(minutes=2)  # type: ignore[attr-defined]
@@ -215,7 +215,7 @@ async def _parked_at_second_approval(engine: Engine) -> list[str]:
 
 
 async def _parked_child(engine: Engine) -> list[str]:
-    parent, _ = await engine.start_run("golden-parent", {"order": "C-3"}, AGENT)
+    parent, _ = await engine.runs.start_run("golden-parent", {"order": "C-3"}, AGENT)
 
     async def child_parked() -> str | None:
         runs = await engine.store.list_runs(workflow="golden-child")

@@ -15,12 +15,13 @@ import pytest
 from sqlalchemy import JSON, Column, Integer, MetaData, Table, create_engine, insert, select, text
 from sqlalchemy.dialects import sqlite
 
-from engine.adapters.store import Database, NewRun, SqlStore, expiry
+from engine.adapters.store import Database, SqlStore, expiry
 from engine.adapters.store import tables as t
 from engine.adapters.store.fast import Fast
 from engine.adapters.store.migrate import upgrade_to_head
 from engine.adapters.store.sqlite_writer import SQLITE_BUSY_TIMEOUT_MS
 from engine.domain.errors import StoreError
+from engine.domain.records import NewRun
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, 0, tzinfo=UTC)  # no microseconds: the format keeps them
 

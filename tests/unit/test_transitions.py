@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from engine.adapters.store import Database, NewRun, SqlStore
+from engine.adapters.store import Database, SqlStore
 from engine.domain.errors import AlreadyDecided, TransitionRefused
 from engine.domain.model import (
     RUN_ALLOWED,
@@ -28,6 +28,7 @@ from engine.domain.model import (
     TakeoverStatus,
     sources_of,
 )
+from engine.domain.records import NewRun
 
 R = RunStatus
 T = TakeoverStatus

@@ -5,10 +5,18 @@ again once that task has ended, from what was committed."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from engine.ports import ManualClock
 from engine.services.workers import Workers
+
+
+class NoStore:
+    """A store for workers that only advance runs: an attempt is made once."""
+
+    async def outlast_outage(self, attempt: Callable[[], Awaitable[Any]], **_: Any) -> Any:
+        return await attempt()
 
 
 class HeldInterpreter:
@@ -34,7 +42,7 @@ class HeldInterpreter:
 
 async def test_a_run_claimed_again_under_its_task_is_advanced_again_only_after_it() -> None:
     interpreter = HeldInterpreter()
-    workers = Workers(None, interpreter, ManualClock(), owner="w")  # type: ignore[arg-type]
+    workers = Workers(NoStore(), interpreter, ManualClock(), owner="w")  # type: ignore[arg-type]
     workers._spawn("r-1", "as first claimed")
     await asyncio.wait_for(interpreter.started.wait(), 5)
 
@@ -53,7 +61,7 @@ async def test_a_run_claimed_again_under_its_task_is_advanced_again_only_after_i
 
 async def test_a_task_cancelled_before_it_started_leaves_its_run_free_to_advance() -> None:
     interpreter = HeldInterpreter()
-    workers = Workers(None, interpreter, ManualClock(), owner="w")  # type: ignore[arg-type]
+    workers = Workers(NoStore(), interpreter, ManualClock(), owner="w")  # type: ignore[arg-type]
     workers._spawn("r-1")
     for task in list(workers._active):
         task.cancel()  # before it ran a single step (a stop during the spawn)

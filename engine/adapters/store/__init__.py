@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from engine.adapters.store.base import Adopt
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from engine.adapters.store import db
 from engine.adapters.store.calls import CallStore
 from engine.adapters.store.chat import ChatStore
 from engine.adapters.store.db import Database
@@ -13,9 +16,11 @@ from engine.adapters.store.outbox import OutboxStore
 from engine.adapters.store.queue import QueueStore
 from engine.adapters.store.records import RecordStore
 from engine.adapters.store.reminders import ReminderStore
-from engine.adapters.store.runs import NewRun, RunStore
-from engine.adapters.store.takeovers import OutboxFor, TakeoverStore
+from engine.adapters.store.runs import RunStore
+from engine.adapters.store.takeovers import TakeoverStore
 from engine.adapters.store.web import WebStore
+
+T = TypeVar("T")
 
 
 class SqlStore(
@@ -34,5 +39,17 @@ class SqlStore(
 ):
     """Every store operation, on SQLite or PostgreSQL. Each method is one transaction."""
 
+    async def outlast_outage(
+        self,
+        attempt: Callable[[], Awaitable[T]],
+        *,
+        seconds: float,
+        stopping: Callable[[], bool],
+        what: str,
+    ) -> T:
+        """``attempt()`` again while the database is unreachable (``db.outlast_outage``):
+        what an outage is, is the store's to know, not the caller's."""
+        return await db.outlast_outage(attempt, seconds=seconds, stopping=stopping, what=what)
 
-__all__ = ["Adopt", "Database", "NewRun", "OutboxFor", "SqlStore"]
+
+__all__ = ["Database", "SqlStore"]

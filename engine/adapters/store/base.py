@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -47,27 +46,10 @@ from engine.domain.model import (
     TimeoutBehavior,
     Vote,
 )
+from engine.domain.records import Plan
 
 _IGNORING: dict[tuple[str, str, tuple[str, ...]], Any] = {}
 _FAST_IGNORING: dict[tuple[str, str, tuple[str, ...]], Fast] = {}
-
-
-@dataclass(slots=True)
-class Adopt:
-    """A worker's free slot, offered to a transaction that puts a run back to work: the run is
-    claimed for ``owner`` until ``until`` in that transaction instead of queued for any
-    replica, and ``run_id`` names it once the transaction has done so."""
-
-    owner: str
-    until: datetime
-    run_id: str | None = None
-    written: tuple[Run, list[JournalEntry]] | None = None
-    """The run and its journal as the claiming transaction left them: its worker starts from
-    them instead of reading them again in a transaction of its own."""
-    plan: Plan | None = None
-    """The events the worker's replay would commit first, when the journal alone decides
-    them (``Interpreter.resume_plan``): the claiming transaction appends them too, under the
-    worker's lease, and the worker finds them done."""
 
 
 class StoreBase:
@@ -342,9 +324,6 @@ def read_journal(conn: Connection, run_id: str) -> list[JournalEntry]:
         JournalEntry(run, seq, events[event], step_id, data, at)
         for run, seq, event, step_id, data, at in _JOURNAL(conn, {"run_id": run_id})
     ]
-
-
-Plan = Callable[[Run, list[JournalEntry]], list[NewEvent]]
 
 
 def read_for_worker(

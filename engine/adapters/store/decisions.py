@@ -20,7 +20,6 @@ from sqlalchemy.engine import Connection
 from engine.adapters.store import tables as t
 from engine.adapters.store.base import (
     REQUEUE,
-    Adopt,
     Guard,
     StoreBase,
     append_journal,
@@ -33,7 +32,7 @@ from engine.adapters.store.base import (
 from engine.adapters.store.db import mark_ready
 from engine.adapters.store.fast import Fast
 from engine.adapters.store.tables import UTCDateTime
-from engine.adapters.store.takeovers import OutboxFor, load_takeover, votes_of, with_votes
+from engine.adapters.store.takeovers import load_takeover, votes_of, with_votes
 from engine.domain.errors import AlreadyDecided, DuplicateVote, TransitionRefused
 from engine.domain.model import (
     JournalEvent,
@@ -44,12 +43,7 @@ from engine.domain.model import (
     TakeoverStatus,
     Vote,
 )
-
-Check = Callable[[TakeoverRequest], dict[str, Any] | None]
-"""Called in a decision's transaction with the request as it stands (the caller's
-authorization): raising rolls the decision back. A grant's or denial's check may return
-``{"override": kind}`` (an admin deciding outside the approvers): it is journaled with the
-decision, kept in the request's ``details.override``, and an overriding grant is final."""
+from engine.domain.records import Adopt, Check, OutboxFor
 
 _GRANTS: dict[bool, Fast] = {}
 _RUN_LOCKED: dict[bool, Fast] = {}

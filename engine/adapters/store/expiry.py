@@ -35,9 +35,10 @@ from engine.adapters.store.base import (
 from engine.adapters.store.db import mark_ready
 from engine.adapters.store.fast import Fast
 from engine.adapters.store.tables import UTCDateTime
-from engine.adapters.store.takeovers import _LIVE_RUN, _OPEN, OutboxFor
+from engine.adapters.store.takeovers import _LIVE_RUN, _OPEN
 from engine.domain.errors import TransitionRefused
 from engine.domain.model import JournalEvent, NewEvent, RunStatus, TakeoverRequest, TakeoverStatus
+from engine.domain.records import OutboxFor
 
 
 class ExpiryStore(StoreBase):

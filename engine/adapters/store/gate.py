@@ -10,7 +10,6 @@ the status of its run. Nothing has to be kept in sync, and replays cannot double
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -27,17 +26,7 @@ from engine.domain.model import (
     NewEvent,
     RunStatus,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class GatedOutcome:
-    """One step the gate auto-executed, and what became of it."""
-
-    run_id: str
-    step_id: str
-    run_status: RunStatus
-    feedback: int | None  # the latest feedback score on the step, if any
-    at: datetime  # when the gate scored it
+from engine.domain.records import GatedOutcome
 
 
 class GateStore(StoreBase):

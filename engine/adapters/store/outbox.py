@@ -19,9 +19,9 @@ from engine.adapters.store.base import StoreBase, insert_outbox
 from engine.adapters.store.fast import Fast
 from engine.adapters.store.tables import UTCDateTime
 from engine.domain.model import OutboxMessage, OutboxRecord
+from engine.domain.records import URGENT_KINDS
 
 PENDING, SENT, FAILED = "pending", "sent", "failed"
-URGENT_KINDS = ("card_update",)  # claimed and sent before the rest of their channel
 
 
 def priority(message: OutboxRecord) -> tuple[int, int]:

@@ -7,8 +7,6 @@ last row of the one before, so a request decided between two pages never shifts 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import and_, cast, func, or_, select
@@ -19,23 +17,10 @@ from sqlalchemy.sql import ColumnElement
 from engine.adapters.store import tables as t
 from engine.adapters.store.base import StoreBase, run_from_row, takeover_from_row
 from engine.adapters.store.takeovers import votes_of
-from engine.domain.model import Run, TakeoverKind, TakeoverRequest, TakeoverStatus
+from engine.domain.model import Run, TakeoverRequest
+from engine.domain.records import QueueQuery
 
 _RUN_COLUMNS = [c.label(f"r__{c.name}") for c in t.runs.c]
-
-
-@dataclass(frozen=True, slots=True)
-class QueueQuery:
-    """What to read: every field narrows the queue; None leaves it open."""
-
-    status: TakeoverStatus = TakeoverStatus.PENDING
-    approver: str | None = None  # a person; a request naming nobody is everyone's
-    workflow: str | None = None  # the request's workflow, else its run's
-    connector: str | None = None  # the connector of the call or step it approves
-    channel: str | None = None  # one of the places its card went
-    kind: TakeoverKind | None = None
-    after: tuple[datetime, str] | None = None  # the (created_at, id) the page starts after
-    limit: int = 50
 
 
 class QueueStore(StoreBase):

@@ -15,8 +15,8 @@ from sqlalchemy.engine import Connection
 
 from engine.adapters.store import tables as t
 from engine.adapters.store.base import StoreBase, insert_outbox, takeover_from_row
-from engine.adapters.store.takeovers import OutboxFor
 from engine.domain.model import TakeoverRequest, TakeoverStatus
+from engine.domain.records import OutboxFor
 
 
 class ReminderStore(StoreBase):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,9 +14,7 @@ from engine.adapters.store.base import (
     FAST_INSERT_JOURNAL,
     FAST_INSERT_RUN,
     FAST_INSERT_TAKEOVER,
-    Adopt,
     Guard,
-    Plan,
     StoreBase,
     append_journal,
     insert_outbox,
@@ -30,7 +27,7 @@ from engine.adapters.store.base import (
 from engine.adapters.store.db import mark_ready
 from engine.adapters.store.fast import Fast
 from engine.adapters.store.tables import UTCDateTime
-from engine.adapters.store.takeovers import OutboxFor, cancel_unreached
+from engine.adapters.store.takeovers import cancel_unreached
 from engine.domain.errors import AlreadyAppended, NotFound, TransitionRefused
 from engine.domain.model import (
     JournalEntry,
@@ -41,22 +38,7 @@ from engine.domain.model import (
     RunStatus,
     TakeoverRequest,
 )
-
-
-@dataclass(frozen=True, slots=True)
-class NewRun:
-    id: str
-    workflow: str
-    input: dict[str, Any]
-    requested_by: str | None = None
-    agent: str | None = None
-    parent_run_id: str | None = None
-    parent_step_id: str | None = None
-    idempotency_key: str | None = None
-    status: RunStatus = RunStatus.QUEUED
-    adopt: Adopt | None = None
-    """A queued run created claimed (running) by this worker instead: no queue round trip."""
-
+from engine.domain.records import NewRun, OutboxFor, Plan
 
 _CLAIMS: dict[bool, Fast] = {}
 

@@ -3,7 +3,7 @@ run, and the browser's SDP answer. Deciding them is ``engine.adapters.store.deci
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -26,14 +26,12 @@ from engine.domain.model import (
     TERMINAL_RUN_STATUSES,
     JournalEvent,
     NewEvent,
-    OutboxMessage,
     RunStatus,
     TakeoverRequest,
     TakeoverStatus,
     Vote,
 )
-
-OutboxFor = Callable[[TakeoverRequest], Sequence[OutboxMessage]]
+from engine.domain.records import OutboxFor
 
 _OPEN = (TakeoverStatus.PENDING.value, TakeoverStatus.GRANTED.value)
 _LIVE_RUN = [s.value for s in RunStatus if s not in TERMINAL_RUN_STATUSES]

@@ -20,8 +20,8 @@ from engine.adapters.store import tables as t
 from engine.adapters.store.base import StoreBase, journal_from_row, run_from_row, takeover_from_row
 from engine.adapters.store.records import token_from_row
 from engine.domain.errors import LinkUsed, NotFound
-from engine.domain.links import LinkUse
 from engine.domain.model import ApiToken, JournalEntry, Role, Run, TakeoverRequest
+from engine.domain.records import LinkUse
 
 T = TypeVar("T")
 

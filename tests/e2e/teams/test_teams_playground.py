@@ -334,7 +334,7 @@ async def run_the_scenario(pg: Playground, engine: Engine, *, click: Click) -> N
 
     # A run parks at the approval: its card arrives with the exact arguments.
     agent = Principal(name="token:agent", role=Role.AGENT, token="agent")
-    run, _ = await engine.start_run("refund", {"order": "A-17", "amount": 420}, agent)
+    run, _ = await engine.runs.start_run("refund", {"order": "A-17", "amount": 420}, agent)
     await wait_status(engine, run.id, RunStatus.WAITING)
     (request,) = await engine.store.list_takeovers(run_id=run.id)
 

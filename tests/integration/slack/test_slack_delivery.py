@@ -49,7 +49,7 @@ async def test_a_burst_of_cards_respects_the_rate_limit_and_posts_each_once(
     ) as h:
         started = time.perf_counter()
         runs = await asyncio.gather(
-            *(h.engine.start_run("burst", {"n": i}, AGENT) for i in range(BURST))
+            *(h.engine.runs.start_run("burst", {"n": i}, AGENT) for i in range(BURST))
         )
 
         async def all_posted() -> bool:
@@ -78,7 +78,7 @@ async def test_a_crash_after_posting_does_not_post_the_card_twice(migrated_db_ur
     clock = ManualClock()
     async with running_slack(migrated_db_url, FLOWS, clock=clock) as h:
         h.slack.post_delay = 30.0  # Slack posts the card, and the answer never arrives
-        run_id = (await h.engine.start_run("refund", {}, AGENT))[0].id
+        run_id = (await h.engine.runs.start_run("refund", {}, AGENT))[0].id
 
         async def posted() -> bool:
             return len(h.slack.posted(CHANNEL)) == 1
@@ -110,7 +110,7 @@ async def test_server_errors_are_retried_without_searching_and_without_duplicate
     clock = ManualClock()
     async with running_slack(migrated_db_url, FLOWS, clock=clock) as h:
         h.slack.fail_next("chat.postMessage", "internal_error", status=500)
-        await h.engine.start_run("refund", {}, AGENT)
+        await h.engine.runs.start_run("refund", {}, AGENT)
 
         async def failed_once() -> list:
             rows = [r for r in await outbox_rows(h) if r[0].kind == "card" and r[0].attempts]
@@ -131,7 +131,7 @@ async def test_retry_after_from_slack_is_obeyed(migrated_db_url: str) -> None:
     clock = ManualClock()
     async with running_slack(migrated_db_url, FLOWS, clock=clock) as h:
         h.slack.fail_next("chat.postMessage", "ratelimited", status=429)
-        await h.engine.start_run("refund", {}, AGENT)
+        await h.engine.runs.start_run("refund", {}, AGENT)
 
         async def limited() -> list:
             return [r for r in await outbox_rows(h) if r[0].kind == "card" and r[2]]
@@ -159,10 +159,10 @@ async def test_errors_that_cannot_succeed_give_up_at_once(migrated_db_url: str) 
             found: list = await wait_for(check)
             return found
 
-        await h.engine.start_run("lost", {}, AGENT)
+        await h.engine.runs.start_run("lost", {}, AGENT)
         await failed(1)
         h.slack.fail_next("chat.postMessage", "invalid_blocks")
-        await h.engine.start_run("refund", {}, AGENT)
+        await h.engine.runs.start_run("refund", {}, AGENT)
         rows = await failed(2)
         errors = [error or "" for _, _, error in rows]
         assert any("channel_not_found" in e for e in errors)
@@ -207,13 +207,15 @@ async def test_a_decisions_card_update_goes_before_queued_new_cards(migrated_db_
         migrated_db_url, FLOWS, rate=8, min_interval=0.125, clock=SystemClock()
     ) as h:
         h.slack.hold_posts = asyncio.Event()  # the first post hangs: the rest queue behind it
-        await h.engine.start_run("burst", {"n": 0}, AGENT)
+        await h.engine.runs.start_run("burst", {"n": 0}, AGENT)
 
         async def first_posted() -> bool:
             return len(h.slack.posted(BURST_CHANNEL)) == 1
 
         await wait_for(first_posted, timeout=60)
-        await asyncio.gather(*(h.engine.start_run("burst", {"n": i}, AGENT) for i in range(39)))
+        await asyncio.gather(
+            *(h.engine.runs.start_run("burst", {"n": i}, AGENT) for i in range(39))
+        )
 
         async def queued() -> bool:
             rows = await outbox_rows(h)

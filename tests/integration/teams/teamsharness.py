@@ -224,7 +224,7 @@ ARGS = {"order": "A-17", "amount": 420}
 
 async def start_run(teams: Teams, **input: object) -> str:
     agent = Principal(name="token:agent", role=Role.AGENT, token="agent")
-    run, _ = await teams.engine.start_run("refund", {**ARGS, **input}, agent)
+    run, _ = await teams.engine.runs.start_run("refund", {**ARGS, **input}, agent)
     return run.id
 
 

@@ -1,4 +1,4 @@
-"""signoff cards render, through add_cards_parser as bot/cli.py mounts it."""
+"""signoff cards render, through add_cards_parser as bot.cli mounts it."""
 
 from __future__ import annotations
 

@@ -11,7 +11,8 @@ same problems in the same words.
   database (``token``, ``demo``, ``login-link``). ``serve`` does not: a replica may start before
   ``signoff migrate`` ran, alive but not ready (``/readyz`` says why).
 
-Nothing here imports the web server or a chat SDK (``signoff --help`` stays fast).
+``add_config`` is every command's ``--config`` option. Nothing here imports the web server or a
+chat SDK (``signoff --help`` stays fast).
 """
 
 from __future__ import annotations
@@ -23,10 +24,22 @@ from typing import TYPE_CHECKING
 from engine.domain.errors import ConfigError
 
 if TYPE_CHECKING:
+    import argparse
+
     from engine.config import AppConfig
 
 EXIT_CONFIG = 2
 NOT_MIGRATED = "database not migrated: run `signoff migrate`"
+DEFAULT_CONFIG = "app.yaml"
+
+
+def add_config(parser: argparse.ArgumentParser) -> None:
+    """The ``--config`` option every command that reads ``app.yaml`` takes."""
+    parser.add_argument(
+        "--config",
+        default=os.environ.get("SIGNOFF_CONFIG", DEFAULT_CONFIG),
+        help="path of app.yaml (default: $SIGNOFF_CONFIG or ./app.yaml)",
+    )
 
 
 def load(path: str) -> AppConfig:
@@ -62,28 +75,26 @@ async def database_state(config: AppConfig) -> tuple[str | None, str]:
     """``(problem, dialect and revision)``: ``problem`` is None when the schema is the code's."""
     import asyncio
 
-    from engine.adapters.store import Database, SqlStore
-    from engine.adapters.store.migrate import head_revision
+    from engine.assembly import database_dialect, schema_head, schema_revision
 
-    path = sqlite_file(config.database.url)
+    url = config.database.url
+    path = sqlite_file(url)
     if path is not None and not os.path.exists(path):
         return f"{NOT_MIGRATED} ({path} does not exist yet)", "sqlite"
-    db = Database(config.database.url)
+    dialect = database_dialect(url)
     try:
-        revision = await asyncio.wait_for(SqlStore(db).schema_revision(), 10)
+        revision = await asyncio.wait_for(schema_revision(url), 10)
     except Exception as exc:
-        return f"database unreachable ({type(exc).__name__}: {exc})", db.dialect
-    finally:
-        await db.dispose()
-    head = head_revision()
+        return f"database unreachable ({type(exc).__name__}: {exc})", dialect
+    head = schema_head()
     if revision is None:
-        return NOT_MIGRATED, db.dialect
+        return NOT_MIGRATED, dialect
     if revision != head:
         return (
             f"{NOT_MIGRATED} (it is at revision {revision}, this version needs {head})",
-            db.dialect,
+            dialect,
         )
-    return None, f"{db.dialect}, revision {revision}"
+    return None, f"{dialect}, revision {revision}"
 
 
 def require_migrated(config: AppConfig) -> None:

@@ -1,0 +1,62 @@
+"""The ``signoff`` command: serve, migrate, check, token, login-link, cards, teams, demo, one
+module of this package per command (``cards``: ``cards.cli``).
+
+Configuration errors exit with status 2 and one line per problem, each naming its YAML path
+(``bot.cli.checks``, shared by every command). This is the top of the program: it alone reads
+``os.environ`` and hands it to the loader.
+
+``signoff --help`` must stay quick: the command modules import only what building their parser
+needs, and each command imports its own dependencies (the web server, the chat SDKs, the
+engine) when it runs. The parser of ``cards`` (jinja2) is built from its module only when it is
+the command given (``_PLUGGED``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from bot.cli import check, demo, login, migrate, serve, teams, tokens
+
+# The commands in the order ``signoff --help`` lists them.
+_COMMANDS = (serve, migrate, check, tokens, login)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The whole parser for the command ``argv`` (default ``sys.argv[1:]``) names."""
+    parser = argparse.ArgumentParser(
+        prog="signoff", description="Human approval for AI agents and workflows."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in _COMMANDS:
+        command.add_parser(sub)
+    chosen = next((a for a in (sys.argv[1:] if argv is None else argv) if a[:1] != "-"), None)
+    for name, (summary, module, register) in _PLUGGED.items():
+        if name == chosen:
+            getattr(importlib.import_module(module), register)(sub)
+        else:
+            sub.add_parser(name, help=summary)  # only listed: its own parser is not needed
+    teams.add_parser(sub)
+    demo.add_parser(sub)
+    return parser
+
+
+# Commands whose modules import a lot (jinja2): their parsers are built from their modules only
+# when they are the command given. name -> (help, module, function).
+_PLUGGED = {"cards": ("approval cards", "cards.cli", "add_cards_parser")}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    logging.basicConfig(
+        level=os.environ.get("SIGNOFF_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # Alembic logs one line per plugin it sets up at import, on every command that migrates.
+    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    args = build_parser(argv).parse_args(argv)
+    result: int = args.func(args)
+    return result

@@ -1,0 +1,96 @@
+"""``signoff serve``: the HTTP service with its workers, on a port it listens on first."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+from bot.cli.checks import EXIT_CONFIG, add_config, load
+
+if TYPE_CHECKING:
+    import socket
+
+    from engine.assembly import EngineOptions
+
+
+def add_parser(sub: Any) -> None:
+    serve = sub.add_parser("serve", help="run the HTTP service with its workers")
+    add_config(serve)
+    serve.add_argument("--host", help="listen address (default server.host)")
+    serve.add_argument("--port", type=int, help="listen port (default server.port)")
+    serve.set_defaults(func=cmd_serve)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    config = load(args.config)
+    host = args.host or config.server.host
+    port = args.port or config.server.port
+    # Listen first: "serving" and the sign-in link are printed only once the port is ours.
+    sock = _listen(host, port)
+
+    from aiohttp import web
+
+    from bot.app import create_app
+    from bot.web.login import local_admin_link
+
+    app = create_app(config, _engine_options())
+    print(
+        f"signoff serving on http://{host}:{port} (public URL {config.server.public_url})",
+        flush=True,
+    )
+    if (login := local_admin_link(config)) is not None:
+        print(f"sign in to the console (this link works once): {login}", flush=True)
+    # run_app handles SIGINT/SIGTERM: it stops accepting, lets in-flight requests finish
+    # (shutdown_timeout), then runs the cleanup that stops workers at a commit point.
+    web.run_app(app, sock=sock, print=None, shutdown_timeout=15.0, access_log=None)
+    return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``, or exit 2 with one line saying what to change."""
+    import errno
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        print(f"error: cannot listen on {host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG) from None
+    try:
+        # As asyncio's servers do: a restart may reuse a port whose old connections linger.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            why = "is already in use (another signoff serve?)"
+        else:
+            why = f"cannot be listened on ({exc.strerror or exc})"
+        print(
+            f"error: port {port} on {host} {why}: set SIGNOFF_PORT (or server.port in "
+            "app.yaml, or --port) to a free port",
+            file=sys.stderr,
+        )
+        raise SystemExit(EXIT_CONFIG) from None
+    sock.setblocking(False)
+    return sock
+
+
+def _engine_options() -> EngineOptions | None:
+    """``SIGNOFF_CLOCK_SKEW_SECONDS`` runs this process with a wrong local clock (fault-injection
+    tests: a replica ten minutes off must decide expiry like the others)."""
+    skew = os.environ.get("SIGNOFF_CLOCK_SKEW_SECONDS")
+    if not skew:
+        return None
+    from datetime import timedelta
+
+    from engine.assembly import EngineOptions
+    from engine.ports import SystemClock
+
+    return EngineOptions(clock=SystemClock(timedelta(seconds=float(skew))), sync_clock=True)

@@ -1,0 +1,235 @@
+"""The store, as the services and the gate see it: protocols split by concern.
+
+Each protocol names the operations one concern needs, with the signatures of
+``engine.adapters.store.SqlStore``, which satisfies them structurally (``engine.assembly`` holds
+a checked assignment, so a drift fails mypy). Every operation is one transaction. The
+``*_unit`` operations return a decision as a unit of work without running it, for a caller that
+runs it inside another store transaction (``with_link_use``): the unit's argument is the
+store's own connection, opaque here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import datetime, timedelta
+from typing import Any, Protocol, TypeVar
+
+from engine.domain.model import JournalEntry, OutboxRecord, Run, TakeoverRequest
+from engine.domain.records import Adopt, Check, GatedOutcome, LinkUse, OutboxFor, QueueQuery
+from engine.ports.store_runs import RunStore
+
+T = TypeVar("T")
+
+Unit = Callable[[Any], T]
+"""Work the store runs in one of its transactions; the argument is the store's connection."""
+
+
+class OutageStore(Protocol):
+    async def outlast_outage(
+        self,
+        attempt: Callable[[], Awaitable[T]],
+        *,
+        seconds: float,
+        stopping: Callable[[], bool],
+        what: str,
+    ) -> T:
+        """``attempt()``, called again while the database stays unreachable, for up to
+        ``seconds`` and never once ``stopping()``; then its last error."""
+
+
+class TakeoverStore(Protocol):
+    async def get_takeover(self, request_id: str) -> TakeoverRequest: ...
+
+    async def record_sdp_answer(self, request_id: str, answer: str) -> TakeoverRequest: ...
+
+    async def request_takeover(
+        self, request: TakeoverRequest, now: datetime, *, outbox: OutboxFor | None = None
+    ) -> TakeoverRequest: ...
+
+
+class DecisionStore(Protocol):
+    async def grant(
+        self,
+        request_id: str,
+        person: str,
+        now: datetime,
+        *,
+        notes: str | None = None,
+        sdp_offer: str | None = None,
+        release: bool = False,
+        outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
+        check: Check | None = None,
+    ) -> TakeoverRequest: ...
+
+    def grant_unit(
+        self,
+        request_id: str,
+        person: str,
+        now: datetime,
+        *,
+        notes: str | None = None,
+        sdp_offer: str | None = None,
+        release: bool = False,
+        outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
+        check: Check | None = None,
+    ) -> Unit[TakeoverRequest]: ...
+
+    async def deny(
+        self,
+        request_id: str,
+        person: str,
+        now: datetime,
+        *,
+        notes: str | None = None,
+        outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
+        check: Check | None = None,
+    ) -> TakeoverRequest: ...
+
+    def deny_unit(
+        self,
+        request_id: str,
+        person: str,
+        now: datetime,
+        *,
+        notes: str | None = None,
+        outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
+        check: Check | None = None,
+    ) -> Unit[TakeoverRequest]: ...
+
+    async def release(
+        self,
+        request_id: str,
+        person: str,
+        now: datetime,
+        *,
+        admin: bool = False,
+        outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
+        check: Check | None = None,
+    ) -> TakeoverRequest: ...
+
+    def release_unit(
+        self,
+        request_id: str,
+        person: str,
+        now: datetime,
+        *,
+        admin: bool = False,
+        outbox: OutboxFor | None = None,
+        adopt: Adopt | None = None,
+        check: Check | None = None,
+    ) -> Unit[TakeoverRequest]: ...
+
+
+class ExpiryStore(Protocol):
+    async def expire_due(
+        self, now: datetime, *, limit: int = 500, outbox: OutboxFor | None = None
+    ) -> list[TakeoverRequest]: ...
+
+    async def cancel_run(
+        self, run_id: str, actor: str, now: datetime, *, outbox: OutboxFor | None = None
+    ) -> list[TakeoverRequest]: ...
+
+
+class ReminderStore(Protocol):
+    async def queue_reminders(
+        self,
+        now: datetime,
+        *,
+        remind: OutboxFor,
+        escalate: OutboxFor,
+        limit: int = 500,
+    ) -> tuple[list[TakeoverRequest], list[TakeoverRequest]]: ...
+
+
+class OutboxStore(Protocol):
+    async def claim_outbox(
+        self, owner: str, now: datetime, *, limit: int = 100, hold: timedelta
+    ) -> list[OutboxRecord]: ...
+
+    async def urgent_due(self, channel: str, now: datetime) -> bool: ...
+
+    async def mark_sent(self, message_id: int, owner: str, now: datetime) -> None: ...
+
+    async def mark_retry(
+        self, message_id: int, owner: str, at: datetime, error: str, *, count: bool = True
+    ) -> None: ...
+
+    async def renew_claims(self, message_ids: list[int], owner: str, until: datetime) -> None: ...
+
+    async def release_claims(self, message_ids: list[int], owner: str) -> None: ...
+
+    async def mark_failed(self, message_id: int, error: str) -> None: ...
+
+
+class GateStore(Protocol):
+    async def gated_outcomes(
+        self, agent: str | None, node_type: str, *, limit: int = 200
+    ) -> list[GatedOutcome]: ...
+
+    async def append_feedback(
+        self,
+        run_id: str,
+        step_id: str,
+        score: int,
+        comment: str | None,
+        who: str,
+        now: datetime,
+    ) -> JournalEntry: ...
+
+    async def set_gate_overrides(
+        self,
+        scope: str,
+        scope_key: str,
+        values: Mapping[str, Any],
+        actor: str,
+        now: datetime,
+    ) -> dict[str, Any]: ...
+
+    async def gate_overrides(self) -> list[dict[str, Any]]: ...
+
+
+class CallStore(Protocol):
+    async def recent_release(
+        self, binding_hash: str, since: datetime
+    ) -> TakeoverRequest | None: ...
+
+    async def call_request(self, run_id: str) -> TakeoverRequest | None: ...
+
+
+class QueueStore(Protocol):
+    async def approval_queue(self, query: QueueQuery) -> list[tuple[TakeoverRequest, Run]]: ...
+
+
+class WorkflowStore(Protocol):
+    async def stored_workflows(self) -> dict[str, dict[str, Any]]: ...
+
+    async def stored_workflow(self, name: str) -> dict[str, Any] | None: ...
+
+
+class LinkStore(Protocol):
+    async def link_use(self, request_id: str, person: str) -> LinkUse | None: ...
+
+    async def with_link_use(self, use: LinkUse, decide: Unit[T]) -> T: ...
+
+
+class Store(
+    RunStore,
+    OutageStore,
+    TakeoverStore,
+    DecisionStore,
+    ExpiryStore,
+    ReminderStore,
+    OutboxStore,
+    GateStore,
+    CallStore,
+    QueueStore,
+    WorkflowStore,
+    LinkStore,
+    Protocol,
+):
+    """Every store operation a service or the gate uses."""
