@@ -63,7 +63,7 @@ async def run_flaky(db_url: str, failures: int, *, retryable: bool = True) -> di
     await engine.start()
     slept: list[float] = []
     try:
-        run, _ = await engine.start_run("flaky", {}, AGENT)
+        run, _ = await engine.runs.start_run("flaky", {}, AGENT)
 
         async def sleeping_or_done() -> bool:
             if clock.sleepers:
