@@ -42,9 +42,8 @@ from bot.slack.render import SlackMessages
 from cards.render import CardTooLarge
 from engine.assembly import Engine
 from engine.domain import notify
-from engine.domain.errors import NotFound, SignoffError
+from engine.domain.errors import DeliveryError, NotFound, SignoffError
 from engine.domain.model import ChatMessageRef, OutboxRecord, Run
-from engine.services.delivery import DeliveryError
 
 log = logging.getLogger(__name__)
 
@@ -111,6 +110,8 @@ class SlackSink:
             raise DeliveryError(f"a Block Kit limit is broken: {exc}", permanent=True) from exc
         except NotFound as exc:
             raise DeliveryError(exc.message, permanent=True) from exc
+        except DeliveryError:
+            raise  # a SignoffError too, but already the sink's verdict
         except SignoffError as exc:  # the database: try again later
             raise DeliveryError(exc.message) from exc
 

@@ -25,9 +25,8 @@ from bot.teams.handlers import REPLY
 from bot.teams.messages import approval_card, notice_message, reply
 from bot.teams.pacing import Throttled
 from engine.assembly import Engine
-from engine.domain.errors import NotFound
+from engine.domain.errors import DeliveryError, NotFound
 from engine.domain.model import Conversation, OutboxRecord
-from engine.services.delivery import DeliveryError
 
 log = logging.getLogger(__name__)
 

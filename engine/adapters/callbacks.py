@@ -32,10 +32,9 @@ import aiohttp
 from engine.adapters.outbound import OutboundGuard, RefusedTarget
 from engine.adapters.store import SqlStore
 from engine.domain.calls_view import call_view
-from engine.domain.errors import InvalidRequest, NotFound
+from engine.domain.errors import DeliveryError, InvalidRequest, NotFound
 from engine.domain.model import OutboxRecord
 from engine.ports import Clock
-from engine.ports.sink import DeliveryError
 
 log = logging.getLogger(__name__)
 

@@ -34,10 +34,9 @@ import aiohttp
 from engine.adapters.callbacks import SIGNATURE_HEADER, signature
 from engine.adapters.store import SqlStore
 from engine.config import WebhookConfig
-from engine.domain.errors import NotFound
+from engine.domain.errors import DeliveryError, NotFound
 from engine.domain.model import OutboxRecord, Run, TakeoverRequest
 from engine.ports import Clock
-from engine.ports.sink import DeliveryError
 
 DELIVERY_HEADER = "X-Signoff-Delivery"
 _RETRY_4XX = {408, 429}

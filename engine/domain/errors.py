@@ -6,15 +6,21 @@
     ├── Unauthorized                no or bad credentials
     ├── Forbidden                   authenticated, but not allowed (not an approver, self-approval)
     ├── InvalidRequest              a request body or argument is wrong
+    │   └── CommandUsageError       a chat gate command that does not fit the grammar
     ├── Conflict                    the state does not allow it
     │   ├── TransitionRefused       a conditional UPDATE changed zero rows
     │   │   └── AlreadyDecided      a takeover request was decided by someone else first
-    │   └── DuplicateVote           the same person granted twice toward a quorum
+    │   ├── DuplicateVote           the same person granted twice toward a quorum
+    │   ├── LinkUsed                a signed approval link already decided its request
+    │   └── AlreadyAppended         a journal append found its events there already (a commit
+    │                               that landed unseen); the store answers with their seq
     ├── Gone                        expired link or call
     ├── NondeterminismError         the journal and the graph disagree on replay
     ├── StepError                   a step failed (connector, tool, LLM); retried or fails the run
     │   ├── ConnectorError
     │   └── ExpressionLimit         a workflow expression went past a limit; never retried
+    ├── DeliveryError               an outbox message was not delivered (``retry_after``,
+    │                               ``permanent``); raised by sinks, retried by the dispatcher
     └── StoreError                  the database could not be reached or answered wrongly
 
 The REST API maps each type to one HTTP status and one ``error`` code in ``bot/api/errors.py``.
@@ -24,6 +30,8 @@ Driver errors are translated at the store adapter (``raise StoreError(...) from 
 from __future__ import annotations
 
 from typing import Any
+
+from engine.domain.records import LinkUse
 
 
 class SignoffError(Exception):
@@ -94,6 +102,34 @@ class DuplicateVote(Conflict):
     code = "duplicate_vote"
 
 
+class CommandUsageError(InvalidRequest):
+    """The text is not a valid gate command (``engine.gate.commands``); ``message`` says why,
+    with the usage line."""
+
+
+class LinkUsed(Conflict):
+    """The link already decided its request (``engine.services.links``); ``use`` says how and
+    when (None when its row is gone)."""
+
+    code = "link_used"
+
+    def __init__(self, request_id: str, use: LinkUse | None) -> None:
+        super().__init__("this link has already been used", request_id=request_id)
+        self.use = use
+
+
+class AlreadyAppended(Conflict):
+    """An append found its events already in the journal from ``first`` on (see
+    ``engine.adapters.store.base.append_journal``'s ``expect``): an earlier attempt committed
+    though its caller was told it failed. Caught by the store, never seen above it."""
+
+    code = "already_appended"
+
+    def __init__(self, first: int) -> None:
+        super().__init__(f"the events were appended from seq {first} already", first=first)
+        self.first = first
+
+
 class Gone(SignoffError):
     code = "gone"
 
@@ -121,6 +157,20 @@ class ConnectorError(StepError):
 class ExpressionLimit(StepError):
     """A workflow expression went past one of ``engine/domain/expression_limits.py``'s limits; the
     message starts ``expression limit: `` and says which. Running it again cannot help."""
+
+
+class DeliveryError(SignoffError):
+    """A sink could not deliver an outbox message (``engine.services.delivery``):
+    ``retry_after`` seconds the remote asked to wait, ``permanent`` when no retry can help."""
+
+    code = "delivery_failed"
+
+    def __init__(
+        self, message: str, *, retry_after: float | None = None, permanent: bool = False
+    ) -> None:
+        super().__init__(message, retry_after=retry_after, permanent=permanent)
+        self.retry_after = retry_after
+        self.permanent = permanent
 
 
 class StoreError(SignoffError):

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from engine.domain.errors import Conflict
 from engine.domain.model import (
     JournalEntry,
     NewEvent,
@@ -97,19 +96,10 @@ class QueueQuery:
 
 @dataclass(frozen=True, slots=True)
 class LinkUse:
-    """A decision made through a signed link (``action`` is the link verb)."""
+    """A decision made through a signed link (``action`` is the link verb); a second one
+    through the same link raises ``engine.domain.errors.LinkUsed``."""
 
     request_id: str
     person: str
     action: str
     used_at: datetime
-
-
-class LinkUsed(Conflict):
-    """The link already decided its request (``use`` says how and when)."""
-
-    code = "link_used"
-
-    def __init__(self, request_id: str, use: LinkUse | None) -> None:
-        super().__init__("this link has already been used", request_id=request_id)
-        self.use = use

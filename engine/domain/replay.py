@@ -1,5 +1,6 @@
-"""What a run's journal says, indexed for replay: each step's events, the order steps were
-started in (the nondeterminism check), and the outcome of every takeover request."""
+"""Replay: what a run's journal says, indexed (each step's events, the order steps were
+started in, the outcome of every takeover request), and the one walk of the graph against it
+(``Replay``: the nondeterminism check and which steps are skipped)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.domain.errors import NondeterminismError
 from engine.domain.model import (
     JournalEntry,
     JournalEvent,
@@ -104,6 +106,49 @@ def follow(workflow: Workflow, node: Node, branch: str | None) -> Node | None:
     return workflow.successor(node)
 
 
+class Replay:
+    """The one walk of a workflow's graph against its journal: how replay decides which steps
+    it skips. From the first node on, ``visit`` checks the node against the step the journal
+    started at that point (a different node id or type raises ``NondeterminismError``: the
+    run fails loudly, it never guesses) and gives the node's history with its recorded
+    ``step_completed``, if any: a completed step is skipped (its recorded output stands) and
+    the first one without is executed. ``follow`` moves on along the branch the step took.
+
+    The interpreter (``engine.services.interpreter``) walks with it and executes what is not
+    done; ``decided_approval`` walks with it to foresee what a replay commits first."""
+
+    def __init__(self, workflow: Workflow, index: JournalIndex, run_id: str | None = None):
+        self.workflow = workflow
+        self.index = index
+        self.run_id = run_id
+        self.node: Node | None = workflow.nodes[0] if workflow.nodes else None
+        self.visited = 0
+
+    def visit(self) -> tuple[StepHistory, JournalEntry | None]:
+        """The current node's history and its ``step_completed`` (None: not done yet)."""
+        node = self.node
+        assert node is not None, "visit after the walk ended"
+        started = self.index.started_order
+        if self.visited < len(started):
+            recorded = started[self.visited]
+            if recorded.step_id != node.id or recorded.data.get("nodeType") != node.type:
+                raise NondeterminismError(
+                    f"journal seq {recorded.seq} started step {recorded.step_id!r} "
+                    f"({recorded.data.get('nodeType')}) but the graph has {node.id!r} "
+                    f"({node.type.value}) there",
+                    run_id=self.run_id,
+                )
+        self.visited += 1
+        step = self.index.steps.get(node.id, StepHistory())
+        return step, step.last(JournalEvent.STEP_COMPLETED)
+
+    def follow(self, branch: str | None) -> Node | None:
+        """Move past the current node along ``branch``; the next node (None: the end)."""
+        assert self.node is not None, "follow after the walk ended"
+        self.node = follow(self.workflow, self.node, branch)
+        return self.node
+
+
 def decided_approval(workflow: Workflow, journal: list[JournalEntry]) -> list[NewEvent]:
     """The events a replay commits first when the journal ends with a decided approval node
     that an action step follows: the approval step's completion and the action's
@@ -113,22 +158,21 @@ def decided_approval(workflow: Workflow, journal: list[JournalEntry]) -> list[Ne
     index = JournalIndex(journal)
     if index.manual:
         return []
-    node = workflow.nodes[0] if workflow.nodes else None
-    for visited, _ in enumerate(workflow.nodes):  # at most once per node on the way
-        if node is None:
-            return []
-        if visited < len(index.started_order):
-            recorded = index.started_order[visited]
-            if recorded.step_id != node.id or recorded.data.get("nodeType") != node.type:
+    replay = Replay(workflow, index)
+    try:
+        for _ in workflow.nodes:  # at most once per node on the way
+            node = replay.node
+            if node is None:
                 return []
-        step = index.steps.get(node.id, StepHistory())
-        completed = step.last(JournalEvent.STEP_COMPLETED)
-        if completed is None:
-            break
-        node = follow(workflow, node, completed.data.get("branch"))
-    else:
-        return []
-    if node is None or node.type != NodeType.APPROVAL:
+            step, completed = replay.visit()
+            if completed is None:
+                break
+            replay.follow(completed.data.get("branch"))
+        else:
+            return []
+    except NondeterminismError:
+        return []  # the replay fails the run itself
+    if node.type != NodeType.APPROVAL:
         return []
     requested = step.last(JournalEvent.TAKEOVER_REQUESTED)
     verdict = index.verdict(requested) if requested is not None else None

@@ -28,7 +28,7 @@ from enum import StrEnum
 from typing import Any
 
 from engine.domain.confidence import Estimator
-from engine.domain.errors import InvalidRequest
+from engine.domain.errors import CommandUsageError, InvalidRequest
 from engine.domain.model import Principal
 from engine.gate.gate import ConfidenceGate, GateStatus
 from engine.gate.settings import GATED_NODE_TYPES, Change, Scope, check_scope
@@ -82,10 +82,6 @@ class GateCommand:
     values: Mapping[str, Any] = field(default_factory=dict)
     scope: Scope = Scope.GLOBAL
     key: str = ""
-
-
-class CommandUsageError(InvalidRequest):
-    """The text is not a valid gate command; ``message`` says why, with the usage line."""
 
 
 def parse(text: str) -> GateCommand:

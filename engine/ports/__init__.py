@@ -7,6 +7,7 @@ directly: it is handed a ``Clock``, an ``IdSource``, ``Connector``s, a ``Sampler
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -18,9 +19,12 @@ from typing import Any, Protocol, runtime_checkable
 
 
 class Clock(Protocol):
-    """Where time comes from. ``now()`` is always timezone-aware UTC."""
+    """Where time comes from. ``now()`` is always timezone-aware UTC; ``sleep`` waits on this
+    clock's time (a policy's backoff: a test moves a manual clock instead of waiting)."""
 
     def now(self) -> datetime: ...
+
+    async def sleep(self, seconds: float) -> None: ...
 
 
 class SystemClock:
@@ -33,22 +37,52 @@ class SystemClock:
         now = datetime.now(UTC)
         return now + self.offset if self.offset else now
 
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
 
 class ManualClock:
-    """A clock that moves only when told to: tests advance time instead of sleeping."""
+    """A clock that moves only when told to: tests advance time instead of sleeping. ``sleep``
+    returns once ``advance`` or ``set`` has moved the clock to its deadline or past it."""
 
     def __init__(self, start: datetime | None = None) -> None:
         self._now = start or datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+        self._sleepers: list[tuple[datetime, asyncio.Future[None]]] = []
 
     def now(self) -> datetime:
         return self._now
 
     def advance(self, **delta: float) -> datetime:
         self._now += timedelta(**delta)
+        self._wake_due()
         return self._now
 
     def set(self, when: datetime) -> None:
         self._now = when
+        self._wake_due()
+
+    async def sleep(self, seconds: float) -> None:
+        deadline = self._now + timedelta(seconds=seconds)
+        if seconds <= 0:
+            await asyncio.sleep(0)  # a zero sleep still yields, as asyncio's does
+            return
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._sleepers.append((deadline, waiter))
+        try:
+            await waiter
+        finally:
+            self._sleepers = [(d, w) for d, w in self._sleepers if w is not waiter]
+
+    @property
+    def sleepers(self) -> list[float]:
+        """The seconds each pending ``sleep`` has still to wait, soonest first (tests wait
+        for a sleeper to appear, then advance the clock by what it asked)."""
+        return sorted((d - self._now).total_seconds() for d, _ in self._sleepers)
+
+    def _wake_due(self) -> None:
+        for deadline, waiter in self._sleepers:
+            if deadline <= self._now and not waiter.done():
+                waiter.set_result(None)
 
 
 class IdSource(Protocol):

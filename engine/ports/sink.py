@@ -1,20 +1,15 @@
 """Where the outbox's messages go: one ``Sink`` per platform (Slack, Teams, webhooks,
-callbacks), and the error a sink raises to ask for a retry or to give up."""
+callbacks). The error a sink raises to ask for a retry or to give up is
+``engine.domain.errors.DeliveryError``."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from engine.domain.errors import DeliveryError
 from engine.domain.model import OutboxRecord
 
-
-class DeliveryError(Exception):
-    def __init__(
-        self, message: str, *, retry_after: float | None = None, permanent: bool = False
-    ) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-        self.permanent = permanent
+__all__ = ["DeliveryError", "Sink"]  # the error is the domain's; sinks may name it here
 
 
 class Sink(Protocol):

@@ -1,9 +1,11 @@
 """Deciding takeover requests: who may, and what each decision does.
 
 Every front end (REST API, Slack buttons, Teams invokes, the web page) calls these methods with
-the acting ``Principal``; authorization happens here, once, for all of them, by the rules of
-``engine.domain.approvers`` (approvers, admin overrides, who may open a takeover). The store applies
-each decision as one conditional UPDATE, so double clicks and races yield exactly one decision.
+the acting ``Principal``, and so does a signed approval link (``engine.services.links``, with
+the link's single use: ``link=``): this is the one place that says how a decision is applied.
+Authorization happens here, once, for all of them, by the rules of ``engine.domain.approvers``
+(approvers, admin overrides, who may open a takeover). The store applies each decision as one
+conditional UPDATE, so double clicks and races yield exactly one decision.
 A decision is authorized inside its own transaction, on the request row the UPDATE returns (or,
 when it matched nothing, the row as it stands): a refusal rolls the decision back, and no
 separate read comes first.
@@ -35,6 +37,7 @@ from engine.domain.model import (
     TakeoverStatus,
     TimeoutBehavior,
 )
+from engine.domain.records import LinkUse
 from engine.ports import Clock, IdSource
 
 if TYPE_CHECKING:  # the store's own modules import rules from here
@@ -108,9 +111,11 @@ class Approvals:
         sdp_offer: str | None = None,
         release: bool = False,
         run_id: str | None = None,
+        link: LinkUse | None = None,
     ) -> TakeoverRequest:
         """``run_id``: the run the caller named with the request (a REST path); a request of
-        another run is not found."""
+        another run is not found. ``link``: the decision comes through a signed link, and
+        this is its use (recorded in the decision's transaction; ``LinkUsed`` when it was)."""
         notes = _notes(notes)
 
         def check(request: TakeoverRequest) -> Override:
@@ -118,19 +123,32 @@ class Approvals:
             return self._decider(request, who, "grant" if release else "takeover")
 
         now = self.clock.now()  # the decision's time is its arrival, not its slot's
-        offer = await self._offer() if release else None
+        offer = await self._offer() if release and link is None else None
         try:
-            after = await self.store.grant(
-                request_id,
-                who.name,
-                now,
-                notes=notes,
-                sdp_offer=sdp_offer,
-                release=release,
-                outbox=notify.card_changed,
-                adopt=offer,
-                check=check,
-            )
+            if link is None:
+                after = await self.store.grant(
+                    request_id,
+                    who.name,
+                    now,
+                    notes=notes,
+                    sdp_offer=sdp_offer,
+                    release=release,
+                    outbox=notify.card_changed,
+                    adopt=offer,
+                    check=check,
+                )
+            else:
+                unit = self.store.grant_unit(
+                    request_id,
+                    who.name,
+                    now,
+                    notes=notes,
+                    sdp_offer=sdp_offer,
+                    release=release,
+                    outbox=notify.card_changed,
+                    check=check,
+                )
+                after = await self.store.with_link_use(link, unit)
         finally:
             self._settle(offer)
         # A vote or a grant without release hands nothing back; its card still changes.
@@ -144,7 +162,9 @@ class Approvals:
         *,
         notes: str | None = None,
         run_id: str | None = None,
+        link: LinkUse | None = None,
     ) -> TakeoverRequest:
+        """``run_id`` and ``link`` as for ``grant``."""
         notes = _notes(notes)
 
         def check(request: TakeoverRequest) -> Override:
@@ -155,41 +175,65 @@ class Approvals:
             return override
 
         now = self.clock.now()
-        offer = await self._offer()
+        offer = await self._offer() if link is None else None
         try:
-            after = await self.store.deny(
-                request_id,
-                who.name,
-                now,
-                notes=notes,
-                outbox=notify.card_changed,
-                adopt=offer,
-                check=check,
-            )
+            if link is None:
+                after = await self.store.deny(
+                    request_id,
+                    who.name,
+                    now,
+                    notes=notes,
+                    outbox=notify.card_changed,
+                    adopt=offer,
+                    check=check,
+                )
+            else:
+                unit = self.store.deny_unit(
+                    request_id, who.name, now, notes=notes, outbox=notify.card_changed, check=check
+                )
+                after = await self.store.with_link_use(link, unit)
         finally:
             self._settle(offer)
         self._woken(offer, after)
         return after
 
     async def release(
-        self, request_id: str, who: Principal, *, run_id: str | None = None
+        self,
+        request_id: str,
+        who: Principal,
+        *,
+        run_id: str | None = None,
+        link: LinkUse | None = None,
     ) -> TakeoverRequest:
+        """``run_id`` and ``link`` as for ``grant`` (a link releases what it took over)."""
+
         def check(request: TakeoverRequest) -> None:
             _of_run(request, run_id)
             self._authorize(request, who, "release")
 
         now = self.clock.now()
-        offer = await self._offer()
+        offer = await self._offer() if link is None else None
         try:
-            after = await self.store.release(
-                request_id,
-                who.name,
-                now,
-                admin=who.is_admin,
-                outbox=notify.card_changed,
-                adopt=offer,
-                check=check,
-            )
+            if link is None:
+                after = await self.store.release(
+                    request_id,
+                    who.name,
+                    now,
+                    admin=who.is_admin,
+                    outbox=notify.card_changed,
+                    adopt=offer,
+                    check=check,
+                )
+            else:
+                unit = self.store.release_unit(
+                    request_id,
+                    who.name,
+                    now,
+                    admin=who.is_admin,
+                    outbox=notify.card_changed,
+                    check=check,
+                )
+                after = await self.store.with_link_use(link, unit)
         finally:
             self._settle(offer)
         self._woken(offer, after)
@@ -199,7 +243,9 @@ class Approvals:
     # A decision that puts a parked run back to work claims it for a free worker slot of this
     # process in the same transaction (``Workers.offer_soon``: with all busy, the first to free
     # within 0.1 s): the run resumes here at once, with no queue round trip. Without a slot
-    # it is queued and the workers are woken.
+    # it is queued and the workers are woken. A decision through a link is not offered one
+    # (it never was): the link's use is its transaction's, and the store's ``with_link_use``
+    # does not take back a claim whose commit failed, as its ``grant`` and friends do.
 
     async def _offer(self) -> Adopt | None:
         return await self.workers.offer_soon() if self.workers is not None else None

@@ -31,11 +31,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from engine.domain.errors import SignoffError
+from engine.domain.errors import DeliveryError, SignoffError
 from engine.domain.model import OutboxRecord
 from engine.domain.outbox import URGENT_KINDS
 from engine.ports import Clock
-from engine.ports.sink import DeliveryError, Sink
+from engine.ports.sink import Sink
 from engine.ports.store import OutboxStore
 from engine.services.background import BackgroundLoop, cancel_and_wait
 

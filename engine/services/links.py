@@ -7,11 +7,16 @@ links are what chat messages, webhooks and ``signoff demo`` hand out; the plain 
 of the API carries no person and only shows the request (deciding there needs a console
 session).
 
+Deciding: a link's decision is an ``Approvals`` decision (``engine.services.approvals``, the one
+place that says who may decide and how a decision is applied) by the link's person; what is
+the link's own is checked here: its signature, its expiry, and its single use.
+
 Single use: a decision through a link is recorded in ``link_uses`` in the decision's own
 transaction (``WebStore.with_link_use``), keyed by (request, person). A second decision through
-it raises ``LinkUsed``; only *Release* may follow a *Take over* made through the same link,
-because a taken-over request waits for exactly that. A decision that loses a race (someone else
-decided first) rolls its use back with it: nothing happened through the link.
+it raises ``engine.domain.errors.LinkUsed``; only *Release* may follow a *Take over* made
+through the same link, because a taken-over request waits for exactly that. A decision that
+loses a race (someone else decided first) rolls its use back with it: nothing happened through
+the link.
 
 With an empty secret key every process signs with a random key of its own (``Signer``): links
 work until the server restarts, and another process (``signoff demo``) cannot sign links this
@@ -30,11 +35,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote, urlencode
 
-from engine.domain import notify
-from engine.domain.errors import Forbidden, Gone, InvalidRequest
+from engine.domain.errors import Forbidden, Gone, InvalidRequest, LinkUsed
 from engine.domain.model import Principal, TakeoverRequest
-from engine.domain.records import LinkUse, LinkUsed
-from engine.services.approvals import MAX_NOTES, Approvals
+from engine.domain.records import LinkUse
+from engine.services.approvals import Approvals
 
 if TYPE_CHECKING:
     from engine.config import AppConfig
@@ -166,53 +170,28 @@ class ApprovalLinks:
     async def decide(
         self, link: ApprovalLink, verb: str, notes: str | None = None
     ) -> TakeoverRequest:
-        """``verb`` (grant = approve, deny, takeover, release) by the link's person, recorded
-        as the link's single use in the decision's transaction."""
+        """``verb`` (grant = approve, deny, takeover, release) by the link's person, decided
+        as every decision is (``engine.services.approvals``: who may, and what it does), with
+        the link's single use recorded in the decision's transaction. The link's own checks
+        come first: a known verb, and not expired (its taker may release after that)."""
         if verb not in VERBS:
             raise InvalidRequest(f"unknown action {verb!r}")
         engine = self.engine
-        store = engine.store
         now = engine.clock.now()
-        request = await store.get_takeover(link.request_id)
-        who = engine.principal_for_person(link.person)
+        # The use's row refers to the request: a request that does not exist is NotFound here.
+        request = await engine.store.get_takeover(link.request_id)
+        if verb != "release" and link.expired(now):
+            raise Gone("this approval link has expired", request_id=request.id)
         notes = (notes or "").strip() or None
-        if notes is not None and len(notes) > MAX_NOTES:
-            raise InvalidRequest(f"notes are limited to {MAX_NOTES} characters")
-        if verb != "release":  # the link's taker may release after it expired (checked below)
-            if link.expired(now):
-                raise Gone("this approval link has expired", request_id=request.id)
-            refusal = engine.approvals.refusal(request, who, verb)
-            if refusal is not None:
-                raise Forbidden(refusal, request_id=request.id)
-        if verb == "deny" and request.deny_reason_required and notes is None:
-            raise InvalidRequest("a reason is required to deny this request")
+        who = engine.principal_for_person(link.person)
         use = LinkUse(request.id, link.person, verb, now)
-        person, card = link.person, notify.card_changed
-        if verb in ("grant", "takeover"):
-            after = await store.with_link_use(
-                use,
-                store.grant_unit(
-                    request.id, person, now, notes=notes, release=verb == "grant", outbox=card
-                ),
-            )
-        elif verb == "deny":
-            after = await store.with_link_use(
-                use, store.deny_unit(request.id, person, now, notes=notes, outbox=card)
-            )
-        else:
-            # Release follows the engine's one rule (the taker, or an admin), checked on the
-            # row in the release's own transaction.
-            def may_release(current: TakeoverRequest) -> None:
-                reason = engine.approvals.refusal(current, who, "release")
-                if reason is not None:
-                    raise Forbidden(reason, request_id=current.id)
-
-            unit = store.release_unit(
-                request.id, person, now, admin=who.is_admin, outbox=card, check=may_release
-            )
-            after = await store.with_link_use(use, unit)
-        engine.wake()  # the run may be queued again; cards and notices are queued
-        return after
+        approvals = engine.approvals
+        if verb == "deny":
+            return await approvals.deny(request.id, who, notes=notes, link=use)
+        if verb == "release":
+            return await approvals.release(request.id, who, link=use)
+        release = verb == "grant"
+        return await approvals.grant(request.id, who, notes=notes, release=release, link=use)
 
     async def use_of(self, link: ApprovalLink) -> LinkUse | None:
         return await self.engine.store.link_use(link.request_id, link.person)

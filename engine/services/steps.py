@@ -1,8 +1,9 @@
-"""Running one step: the call itself, the gate's question about it, and the callback a held
-call announces its outcome with."""
+"""Running one step: the call itself, the policy that tries it again, the gate's question
+about it, and the callback a held call announces its outcome with."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from engine.domain.errors import SignoffError, StepError, StoreError
@@ -12,6 +13,31 @@ from engine.ports import ChatMessage, ConnectorCall, GateQuestion
 
 if TYPE_CHECKING:
     from engine.services.context import Services
+
+
+MAX_ATTEMPTS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How a step that failed with a retryable ``StepError`` is tried again: up to
+    ``max_attempts`` calls in all, each after ``backoff(attempt)`` seconds on the injected
+    clock (a test moves time instead of sleeping). Every attempt is its own idempotency key
+    (``{run}:{step}:{attempt}``); a failure that is not retryable is never tried again."""
+
+    max_attempts: int = MAX_ATTEMPTS
+    delays: tuple[float, ...] = (0.2, 1.0)  # seconds after the 1st, 2nd (and later) failure
+
+    def retries(self, exc: StepError, attempt: int) -> bool:
+        """Whether the failure of attempt ``attempt`` (1, 2 ...) is tried again."""
+        return exc.retryable and attempt < self.max_attempts
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait after attempt ``attempt`` failed, before the next."""
+        return self.delays[min(attempt, len(self.delays)) - 1]
+
+
+RETRY = RetryPolicy()
 
 
 def gate_question(run: Run, node: Node, args: Any, context: dict[str, Any]) -> GateQuestion:

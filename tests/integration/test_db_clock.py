@@ -3,13 +3,15 @@ expires a request early nor accepts a decision late."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 
 import pytest
 
+from engine.adapters.store.dbclock import DatabaseClock
 from engine.assembly import Engine
 from engine.domain.model import RunStatus, TakeoverStatus
-from engine.ports import SystemClock
+from engine.ports import ManualClock, SystemClock
 from tests.support.engines import AGENT, make_engine, person, wait_status
 
 FLOW = """
@@ -51,3 +53,17 @@ async def test_a_skewed_replica_decides_expiry_like_the_others(
     finally:
         await honest.stop()
         await skewed.stop()
+
+
+async def test_the_database_clock_sleeps_on_its_local_clock(database) -> None:
+    """An offset moves the time read, not a wait: a backoff on the database clock waits on
+    the local clock (a manual one in tests)."""
+    local = ManualClock()
+    clock = DatabaseClock(database, local)
+    clock.offset = timedelta(minutes=10)
+    sleeper = asyncio.create_task(clock.sleep(2))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert local.sleepers == [2.0] and not sleeper.done()
+    local.advance(seconds=2)
+    await asyncio.wait_for(sleeper, 1)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine.domain.model import Role, RunStatus, TakeoverStatus
+from engine.domain.model import JournalEvent, Role, RunStatus, TakeoverStatus
 from engine.ports import ManualClock
 from tests.support.api import Api, running_api
 from tests.support.engines import AGENT, wait_status
@@ -31,6 +31,11 @@ two-keys:
        approvalsRequired: 2, channels: [web]}
     - {id: wire, type: connector, connector: demo-ledger, action: refund,
        args: {amount: "{{ input.amount }}"}}
+bobs-and-carols:
+  nodes:
+    - {id: approve, type: approval, approvers: [bob, carol], approvalsRequired: 2,
+       channels: [web]}
+    - {id: note, type: connector, connector: demo-ledger, action: note, args: {text: done}}
 """
 
 
@@ -237,6 +242,22 @@ async def test_quorum_progress_and_one_vote_per_link(api: Api) -> None:
 
     assert (await submit(api.client, carol, {"action": "grant"})).status == 303
     await wait_status(api.engine, request.run_id, RunStatus.COMPLETED)
+
+
+async def test_a_link_decides_as_every_decision_does(api: Api) -> None:
+    """A link's decision is an ``Approvals`` decision: an admin who is not among the
+    request's approvers overrides its quorum, journaled as the override it is, through a
+    link as through the console."""
+    request = await _parked(api, "bobs-and-carols", amount="1")
+    alice = link_path(api.client, request, "alice")  # an admin, not one of its approvers
+
+    assert (await submit(api.client, alice, {"action": "grant"})).status == 303
+    await wait_status(api.engine, request.run_id, RunStatus.COMPLETED)
+    journal = await api.engine.store.journal(request.run_id)
+    (granted,) = [e.data for e in journal if e.event == JournalEvent.TAKEOVER_GRANTED]
+    assert granted["by"] == "alice" and granted["override"] == "admin"
+    use = await api.engine.store.link_use(request.id, "alice")
+    assert use is not None and use.action == "grant"
 
 
 async def test_a_console_session_decides_from_the_plain_page(api: Api) -> None:

@@ -38,6 +38,10 @@ class DatabaseClock(BackgroundLoop):
     def now(self) -> datetime:
         return self.local.now() + self.offset
 
+    async def sleep(self, seconds: float) -> None:
+        """The local clock's sleep: an offset moves the time read, not how long a wait is."""
+        await self.local.sleep(seconds)
+
     async def sync(self) -> timedelta:
         """Measure the offset to the database's clock; returns it."""
 

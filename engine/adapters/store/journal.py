@@ -36,7 +36,7 @@ from engine.adapters.store.fast import Fast
 from engine.adapters.store.rows import EVENTS, run_from_row
 from engine.adapters.store.statuses import may_become, status_in
 from engine.adapters.store.tables import UTCDateTime
-from engine.domain.errors import NotFound, TransitionRefused
+from engine.domain.errors import AlreadyAppended, NotFound, TransitionRefused
 from engine.domain.model import (
     LIVE_RUN_STATUSES,
     RUN_ALLOWED,
@@ -252,15 +252,6 @@ def append_journal(
             ],
         )
     return int(first)
-
-
-class AlreadyAppended(Exception):
-    """An append found its events already in the journal from ``first`` on (see
-    ``append_journal``'s ``expect``)."""
-
-    def __init__(self, first: int) -> None:
-        super().__init__(first)
-        self.first = first
 
 
 _JOURNAL_SLICE = Fast(

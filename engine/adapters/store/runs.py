@@ -15,7 +15,6 @@ from engine.adapters.store.base import StoreBase, insert_outbox
 from engine.adapters.store.db import mark_ready
 from engine.adapters.store.journal import (
     FAST_INSERT_JOURNAL,
-    AlreadyAppended,
     Guard,
     append_journal,
     read_run_and_journal,
@@ -28,7 +27,7 @@ from engine.adapters.store.rows import (
     takeover_values,
 )
 from engine.adapters.store.takeovers import cancel_unreached
-from engine.domain.errors import NotFound, TransitionRefused
+from engine.domain.errors import AlreadyAppended, NotFound, TransitionRefused
 from engine.domain.model import (
     JournalEntry,
     JournalEvent,

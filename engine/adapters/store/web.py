@@ -20,9 +20,9 @@ from engine.adapters.store import tables as t
 from engine.adapters.store.base import StoreBase
 from engine.adapters.store.records import token_from_row
 from engine.adapters.store.rows import journal_from_row, run_from_row, takeover_from_row
-from engine.domain.errors import NotFound
+from engine.domain.errors import LinkUsed, NotFound
 from engine.domain.model import ApiToken, JournalEntry, Role, Run, TakeoverRequest
-from engine.domain.records import LinkUse, LinkUsed
+from engine.domain.records import LinkUse
 
 T = TypeVar("T")
 

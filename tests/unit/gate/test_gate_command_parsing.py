@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.gate.commands import CommandUsageError, GateCommand, parse
+from engine.domain.errors import CommandUsageError
+from engine.gate.commands import GateCommand, parse
 from engine.gate.settings import Scope
 
 
