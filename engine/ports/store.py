@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypedDict, TypeVar, Unpack
 
 from engine.domain.model import JournalEntry, OutboxRecord, Run, TakeoverRequest
 from engine.domain.records import Adopt, Check, GatedOutcome, LinkUse, OutboxFor, QueueQuery
@@ -47,81 +47,54 @@ class TakeoverStore(Protocol):
     ) -> TakeoverRequest: ...
 
 
+class Decided(TypedDict, total=False):
+    """What every decision takes besides the request, the person and the time."""
+
+    outbox: OutboxFor | None  # the chat messages the change queues, in its transaction
+    adopt: Adopt | None  # a worker's free slot for the run put back to work
+    check: Check | None  # the caller's authorization, run in the transaction
+
+
+class Granted(Decided, total=False):
+    notes: str | None
+    sdp_offer: str | None
+    release: bool  # grant and release in one transaction (Approve)
+
+
+class Denied(Decided, total=False):
+    notes: str | None
+
+
+class Released(Decided, total=False):
+    admin: bool  # an admin releases a request someone else took over
+
+
 class DecisionStore(Protocol):
+    """The three decisions, each also as a unit of work (``*_unit``) that a caller runs inside
+    another store transaction (``with_link_use``)."""
+
     async def grant(
-        self,
-        request_id: str,
-        person: str,
-        now: datetime,
-        *,
-        notes: str | None = None,
-        sdp_offer: str | None = None,
-        release: bool = False,
-        outbox: OutboxFor | None = None,
-        adopt: Adopt | None = None,
-        check: Check | None = None,
+        self, request_id: str, person: str, now: datetime, **how: Unpack[Granted]
     ) -> TakeoverRequest: ...
 
     def grant_unit(
-        self,
-        request_id: str,
-        person: str,
-        now: datetime,
-        *,
-        notes: str | None = None,
-        sdp_offer: str | None = None,
-        release: bool = False,
-        outbox: OutboxFor | None = None,
-        adopt: Adopt | None = None,
-        check: Check | None = None,
+        self, request_id: str, person: str, now: datetime, **how: Unpack[Granted]
     ) -> Unit[TakeoverRequest]: ...
 
     async def deny(
-        self,
-        request_id: str,
-        person: str,
-        now: datetime,
-        *,
-        notes: str | None = None,
-        outbox: OutboxFor | None = None,
-        adopt: Adopt | None = None,
-        check: Check | None = None,
+        self, request_id: str, person: str, now: datetime, **how: Unpack[Denied]
     ) -> TakeoverRequest: ...
 
     def deny_unit(
-        self,
-        request_id: str,
-        person: str,
-        now: datetime,
-        *,
-        notes: str | None = None,
-        outbox: OutboxFor | None = None,
-        adopt: Adopt | None = None,
-        check: Check | None = None,
+        self, request_id: str, person: str, now: datetime, **how: Unpack[Denied]
     ) -> Unit[TakeoverRequest]: ...
 
     async def release(
-        self,
-        request_id: str,
-        person: str,
-        now: datetime,
-        *,
-        admin: bool = False,
-        outbox: OutboxFor | None = None,
-        adopt: Adopt | None = None,
-        check: Check | None = None,
+        self, request_id: str, person: str, now: datetime, **how: Unpack[Released]
     ) -> TakeoverRequest: ...
 
     def release_unit(
-        self,
-        request_id: str,
-        person: str,
-        now: datetime,
-        *,
-        admin: bool = False,
-        outbox: OutboxFor | None = None,
-        adopt: Adopt | None = None,
-        check: Check | None = None,
+        self, request_id: str, person: str, now: datetime, **how: Unpack[Released]
     ) -> Unit[TakeoverRequest]: ...
 
 

@@ -24,8 +24,8 @@ class RunStore(Protocol):
         now: datetime,
         events: Sequence[NewEvent] = (),
         *,
-        takeover: TakeoverRequest | None = None,
         outbox: Sequence[OutboxMessage] = (),
+        takeover: TakeoverRequest | None = None,
     ) -> tuple[Run, bool]: ...
 
     async def get_run(self, run_id: str) -> Run: ...
@@ -52,14 +52,14 @@ class RunStore(Protocol):
         events: Sequence[NewEvent],
         now: datetime,
         *,
-        finish: RunStatus | None = None,
-        output: Any = None,
         error: str | None = None,
-        outbox: Sequence[OutboxMessage] = (),
-        parent_wakeup: tuple[str, NewEvent] | None = None,
         expect: int | None = None,
-        unreached: OutboxFor | None = None,
+        finish: RunStatus | None = None,
         open_requests: bool = False,
+        outbox: Sequence[OutboxMessage] = (),
+        output: Any = None,
+        parent_wakeup: tuple[str, NewEvent] | None = None,
+        unreached: OutboxFor | None = None,
     ) -> int: ...
 
     async def park_run(
