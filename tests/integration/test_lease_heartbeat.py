@@ -58,7 +58,7 @@ async def test_a_step_longer_than_the_lease_runs_once(migrated_db_url: str) -> N
         engine.workers.lease = LEASE
         await engine.start()
     try:
-        run, _ = await engines[0].start_run("slow", {}, AGENT)
+        run, _ = await engines[0].runs.start_run("slow", {}, AGENT)
         status = await wait_status(engines[1], run.id, RunStatus.COMPLETED)
         journal = await engines[1].store.journal(run.id)
     finally:
