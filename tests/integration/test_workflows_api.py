@@ -8,9 +8,10 @@ from collections.abc import AsyncIterator
 import pytest
 
 from engine.domain.model import RunStatus
+from engine.ports import ManualClock
 from tests.fakes.llm import FakeLlm, Reply
 from tests.support.api import Api, running_api
-from tests.support.engines import wait_status
+from tests.support.engines import wait_for, wait_status
 
 YAML_FLOW = """
 fixed:
@@ -74,7 +75,16 @@ async def test_an_ai_step_whose_llm_fails_fails_the_run_clearly(api: Api, llm: F
     _, run = await api.call(
         "POST", "/v1/runs", as_="agent", json={"workflow": "summarise", "input": {"order": "A"}}
     )
-    assert await wait_status(api.engine, run["id"], RunStatus.FAILED) == RunStatus.FAILED
+
+    async def failed() -> RunStatus | None:
+        clock = api.engine.clock
+        assert isinstance(clock, ManualClock)
+        if clock.sleepers:  # the step's retry backoff, slept on the test's clock
+            clock.advance(seconds=clock.sleepers[-1])
+        status = (await api.engine.store.get_run(run["id"])).status
+        return status if status is RunStatus.FAILED else None
+
+    assert await wait_for(failed) == RunStatus.FAILED
     _, body = await api.call("GET", f"/v1/runs/{run['id']}", as_="agent")
     assert body["error"] and "500" in body["error"]
     assert await api.engine.store.ledger(run_id=run["id"]) == []  # nothing after it ran
