@@ -82,6 +82,29 @@ def test_there_is_no_import_cycle():
     assert cycles(imports) == []
 
 
+# DESIGN.md's two confinements inside ``engine``, at the paths the layering gave them: SQLAlchemy
+# only in the SQL store adapter, jinja2 only in the expression sandbox (split in three modules to
+# stay under MAX_LINES). The import-linter contracts keep SQLAlchemy out of the domain and the
+# services; this also keeps both out of config, gate, assembly and the other adapters.
+CONFINED = {
+    "sqlalchemy": ("engine.adapters.store.",),
+    "jinja2": (
+        "engine.domain.expressions",
+        "engine.domain.expression_sandbox",
+        "engine.domain.expression_scan",
+    ),
+}
+
+
+def test_sqlalchemy_and_jinja2_stay_where_design_puts_them():
+    graph = grimp.build_graph("engine", include_external_packages=True)
+    for package, allowed in CONFINED.items():
+        importers = graph.find_modules_that_directly_import(package)
+        assert importers, f"nothing imports {package}: the check would prove nothing"
+        strays = {m for m in importers if not m.startswith(allowed)}
+        assert strays == set(), f"{package} imported outside {allowed}"
+
+
 def modules() -> list[Path]:
     return sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
 
