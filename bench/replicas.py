@@ -3,7 +3,7 @@ processes on one PostgreSQL database; print the figures.
 
     python bench/replicas.py [--db postgresql+asyncpg://postgres@127.0.0.1:5432/test]
                              [--runs 300] [--sample 50] [--replicas 1,2,3] [--rounds 1]
-                             [--interleave K]
+                             [--interleave K] [--against CHECKOUT]
 
 For each replica count, on a scratch database of its own: park ``--runs`` runs of
 ``approve -> act`` (``act`` calls an HTTP service in this process), then
@@ -25,8 +25,11 @@ round's counts ran a minute or two apart, so its ratio is less touched by the ma
 changing than a ratio across rounds. ``--interleave K`` keeps every count's cluster running at
 once, each with ``(K + 1) * --runs`` runs parked, and decides ``--runs`` of each in K turns
 (after one to warm up), one cluster after another: a turn's rows are seconds apart, and the
-ratios' median and quartiles are printed (decisions/s and CPU only). Figures are printed,
-never asserted. Only 127.0.0.1 is contacted.
+ratios' median and quartiles are printed (decisions/s and CPU only). ``--against CHECKOUT``
+does the same between this checkout's replicas and another's (an earlier commit's worktree with
+its ``.venv`` installed), each count's two clusters one right after the other in every turn,
+and prints the ratios this / other. Figures are printed, never asserted. Only 127.0.0.1 is
+contacted.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ import aiohttp
 from bench.sweep import bare_commits, scratch_database
 from engine.domain.model import Role
 from tests.reliability.cluster import Cluster, start_runs
+from tests.support.process import ROOT
 
 DEFAULT_DB = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 
@@ -219,8 +223,11 @@ class Parked:
 
 
 @contextlib.asynccontextmanager
-async def parked_cluster(db: str, replicas: int, runs: int, url: str) -> AsyncIterator[Parked]:
-    """``replicas`` replicas on a new database of ``db``'s server, ``runs`` runs parked."""
+async def parked_cluster(
+    db: str, replicas: int, runs: int, url: str, checkout: Path = ROOT
+) -> AsyncIterator[Parked]:
+    """``replicas`` replicas of ``checkout`` on a new database of ``db``'s server, ``runs`` runs
+    parked."""
     async with scratch_database(db) as db_url:
         with tempfile.TemporaryDirectory(prefix="signoff-replicas-") as tmp:
             cluster = Cluster(
@@ -229,6 +236,7 @@ async def parked_cluster(db: str, replicas: int, runs: int, url: str) -> AsyncIt
                 config(url),
                 replicas=replicas,
                 server="{workers: 32, leaseSeconds: 30, pollSeconds: 60}",
+                checkout=checkout,
             )
             try:
                 await cluster.setup()
@@ -332,6 +340,55 @@ async def interleaved(
         )
 
 
+async def against(
+    db: str, counts: list[int], slices: int, size: int, arrivals: Arrivals, other: Path
+) -> None:
+    """This checkout's replicas against ``other``'s (its own ``.venv``; the same schema), every
+    cluster running at once: ``slices`` turns in which each decides ``size`` runs, the two
+    checkouts' clusters of a count one right after the other, in alternating order. The ratio
+    of a turn (this / other) compares figures taken seconds apart."""
+    sides = {"this": ROOT, "other": other.resolve()}
+    print(f"this checkout ({ROOT}) against {sides['other']}; {slices} turns of {size} decisions")
+    print(
+        f"{'turn':>4} {'replicas':>8} {'this/s':>7} {'other/s':>7} {'ratio':>6}   CPU ms per "
+        f"decision, replicas: this / other"
+    )
+    async with contextlib.AsyncExitStack() as stack:
+        clusters = {}
+        for n in counts:
+            for side, checkout in sides.items():
+                clusters[side, n] = await stack.enter_async_context(
+                    parked_cluster(db, n, (slices + 1) * size, arrivals.url, checkout)
+                )
+        remaining = {key: sorted(c.pending) for key, c in clusters.items()}
+        found: dict[int, dict[str, list[float]]] = {n: {"rate": [], "cpu": []} for n in counts}
+        for turn in range(slices + 1):  # turn 0 warms every cluster up and is not counted
+            for n in counts:
+                rates, cpus = {}, {}
+                for side in sides if turn % 2 else list(sides)[::-1]:
+                    key = (side, n)
+                    ids, remaining[key] = remaining[key][:size], remaining[key][size:]
+                    rates[side], cpu = await clusters[key].decide(ids)
+                    cpus[side] = cpu["replicas"]
+                ratio = rates["this"] / rates["other"]
+                if turn:
+                    found[n]["rate"].append(ratio)
+                    found[n]["cpu"].append(cpus["this"] / cpus["other"])
+                print(
+                    f"{turn or 'warm':>4} {n:>8} {rates['this']:>7.0f} {rates['other']:>7.0f} "
+                    f"{ratio:>6.2f}   {cpus['this']:.2f} / {cpus['other']:.2f}",
+                    flush=True,
+                )
+    for n in counts:
+        for what, ratios in found[n].items():
+            quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+            print(
+                f"{n} replicas, {'decisions/s' if what == 'rate' else 'CPU per decision'} this / "
+                f"other: median x{statistics.median(ratios):.3f} (quartiles x{quartiles[0]:.2f}"
+                f"-x{quartiles[2]:.2f}, {len(ratios)} turns)"
+            )
+
+
 async def reachable(db: str) -> bool:
     from sqlalchemy.ext.asyncio import create_async_engine
     from sqlalchemy.pool import NullPool
@@ -348,7 +405,13 @@ async def reachable(db: str) -> bool:
 
 
 async def main(
-    db: str, runs: int, sample: int, counts: list[int], rounds: int, interleave: int
+    db: str,
+    runs: int,
+    sample: int,
+    counts: list[int],
+    rounds: int,
+    interleave: int,
+    other: Path | None = None,
 ) -> None:
     if not await reachable(db):
         return
@@ -359,6 +422,9 @@ async def main(
     arrivals.url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
     rates: list[dict[int, float]] = []
     try:
+        if other is not None:
+            await against(db, counts, max(1, interleave), runs, arrivals, other)
+            return
         if interleave:
             await interleaved(db, counts, interleave, runs, arrivals)
             return
@@ -433,6 +499,23 @@ if __name__ == "__main__":
         help="keep every replica count's cluster running at once and decide --runs of each"
         " in K turns, one cluster after another (no latency sample, no commit rate)",
     )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        metavar="CHECKOUT",
+        help="compare with another checkout's replicas (its .venv installed), turn by turn as"
+        " with --interleave (K turns, default 1)",
+    )
     args = parser.parse_args()
     counts = [int(x) for x in args.replicas.split(",")]
-    asyncio.run(main(args.db, args.runs, args.sample, counts, max(1, args.rounds), args.interleave))
+    asyncio.run(
+        main(
+            args.db,
+            args.runs,
+            args.sample,
+            counts,
+            max(1, args.rounds),
+            args.interleave,
+            args.against,
+        )
+    )

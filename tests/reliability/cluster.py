@@ -28,7 +28,7 @@ from bot.tokens import hash_token, new_token
 from engine.adapters.store import Database, SqlStore
 from engine.adapters.store import tables as t
 from engine.domain.model import Role
-from tests.support.process import Server, cli, free_port
+from tests.support.process import ROOT, Server, cli, free_port
 
 FULL = os.environ.get("SIGNOFF_RELIABILITY_FULL") == "1"
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
@@ -42,13 +42,14 @@ def size(ci: int, full: int) -> int:
 @dataclass
 class Cluster:
     """Replicas of ``signoff serve`` sharing ``db_url``; ``config_body`` is the YAML after the
-    ``database:`` and ``server:`` lines."""
+    ``database:`` and ``server:`` lines; ``checkout``: the source tree the replicas run."""
 
     tmp_path: Path
     db_url: str
     config_body: str
     replicas: int = 1
     server: str = "{workers: 8, leaseSeconds: 30, pollSeconds: 0.1}"
+    checkout: Path = ROOT
     servers: list[Server] = field(default_factory=list)
     tokens: dict[str, str] = field(default_factory=dict)
     _db: AsyncEngine | None = None
@@ -65,7 +66,12 @@ class Cluster:
                 f"database: {{url: '{self.db_url}'}}\nserver: {server}\n" + self.config_body
             )
             self.servers.append(
-                Server(self.config_path(index), port, self.tmp_path / f"replica-{index}.log")
+                Server(
+                    self.config_path(index),
+                    port,
+                    self.tmp_path / f"replica-{index}.log",
+                    checkout=self.checkout,
+                )
             )
         await cli(self.config_path(0), "migrate")
 

@@ -56,12 +56,19 @@ async def cli(config: Path, *args: str) -> str:
 
 
 class Server:
-    """``signoff serve`` as a child process; ``env``: extra environment variables for it."""
+    """``signoff serve`` as a child process; ``env``: extra environment variables for it;
+    ``checkout``: the source tree to serve from (another checkout runs its own ``.venv``)."""
 
     def __init__(
-        self, config: Path, port: int, log: Path, env: dict[str, str] | None = None
+        self,
+        config: Path,
+        port: int,
+        log: Path,
+        env: dict[str, str] | None = None,
+        checkout: Path = ROOT,
     ) -> None:
         self.config = config
+        self.checkout = checkout
         self.base = f"http://127.0.0.1:{port}"
         self.log = log
         self.env = dict(env or {})
@@ -69,14 +76,17 @@ class Server:
 
     async def start(self, *, ready_path: str = "/readyz") -> None:
         with self.log.open("ab") as out:
+            python = sys.executable
+            if self.checkout != ROOT:
+                python = str(self.checkout / ".venv" / "bin" / "python")
             self.proc = await asyncio.create_subprocess_exec(
-                sys.executable,
+                python,
                 "-m",
                 "bot.cli",
                 "serve",
                 "--config",
                 str(self.config),
-                cwd=ROOT,
+                cwd=self.checkout,
                 env=child_env(**self.env),
                 stdout=out,
                 stderr=out,
