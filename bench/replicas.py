@@ -332,12 +332,17 @@ async def interleaved(
                     flush=True,
                 )
     for n, found in ratios.items():
-        quartiles = statistics.quantiles(found, n=4) if len(found) > 1 else found * 3
-        print(
-            f"{n} replicas against {counts[0]}: median x{statistics.median(found):.2f} "
-            f"(quartiles x{quartiles[0]:.2f}-x{quartiles[2]:.2f}, "
-            f"min x{min(found):.2f}, max x{max(found):.2f}, {len(found)} turns)"
-        )
+        print(f"{n} replicas against {counts[0]}: {spread(found)}")
+
+
+def spread(ratios: list[float]) -> str:
+    """Turn ratios as printed: their median, quartiles, extremes and number."""
+    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
+    return (
+        f"median x{statistics.median(ratios):.3f} (quartiles x{quartiles[0]:.2f}-"
+        f"x{quartiles[2]:.2f}, min x{min(ratios):.2f}, max x{max(ratios):.2f}, "
+        f"{len(ratios)} turns)"
+    )
 
 
 async def against(
@@ -361,7 +366,9 @@ async def against(
                     parked_cluster(db, n, (slices + 1) * size, arrivals.url, checkout)
                 )
         remaining = {key: sorted(c.pending) for key, c in clusters.items()}
-        found: dict[int, dict[str, list[float]]] = {n: {"rate": [], "cpu": []} for n in counts}
+        found: dict[int, dict[str, list[float]]] = {
+            n: {"decisions/s": [], "CPU per decision": []} for n in counts
+        }
         for turn in range(slices + 1):  # turn 0 warms every cluster up and is not counted
             for n in counts:
                 rates, cpus = {}, {}
@@ -372,8 +379,8 @@ async def against(
                     cpus[side] = cpu["replicas"]
                 ratio = rates["this"] / rates["other"]
                 if turn:
-                    found[n]["rate"].append(ratio)
-                    found[n]["cpu"].append(cpus["this"] / cpus["other"])
+                    found[n]["decisions/s"].append(ratio)
+                    found[n]["CPU per decision"].append(cpus["this"] / cpus["other"])
                 print(
                     f"{turn or 'warm':>4} {n:>8} {rates['this']:>7.0f} {rates['other']:>7.0f} "
                     f"{ratio:>6.2f}   {cpus['this']:.2f} / {cpus['other']:.2f}",
@@ -381,12 +388,7 @@ async def against(
                 )
     for n in counts:
         for what, ratios in found[n].items():
-            quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else ratios * 3
-            print(
-                f"{n} replicas, {'decisions/s' if what == 'rate' else 'CPU per decision'} this / "
-                f"other: median x{statistics.median(ratios):.3f} (quartiles x{quartiles[0]:.2f}"
-                f"-x{quartiles[2]:.2f}, {len(ratios)} turns)"
-            )
+            print(f"{n} replicas, {what} this / other: {spread(ratios)}")
 
 
 async def reachable(db: str) -> bool:
