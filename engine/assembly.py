@@ -44,6 +44,7 @@ from engine.services.context import Services
 from engine.services.delivery import Dispatcher
 from engine.services.interpreter import Interpreter
 from engine.services.queries import Queries
+from engine.services.replays import ReplayGuard
 from engine.services.runs import Runs
 from engine.services.tokens import Tokens
 from engine.services.workers import Sweeper, Workers
@@ -171,6 +172,7 @@ class Engine:
         self.queries = Queries(self.store, self._approval_queue)
         self.tokens = Tokens(self.store)
         self.chat = ChatRecords(self.store)
+        self.replays = ReplayGuard(store, self.clock)  # chat requests act once
         self.stored_workflows = StoredWorkflows(config, self.store, self.clock)
         self.listener: PgListener | None = None
         self._started = False

@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypedDict, TypeVar, Unpack
 
 from engine.domain.model import JournalEntry, OutboxRecord, Run, TakeoverRequest
 from engine.domain.records import Adopt, Check, GatedOutcome, LinkUse, OutboxFor, QueueQuery
+from engine.ports.replays import ReplayStore
 from engine.ports.store_runs import RunStore
 
 T = TypeVar("T")
@@ -203,6 +204,7 @@ class Store(
     QueueStore,
     WorkflowStore,
     LinkStore,
+    ReplayStore,
     Protocol,
 ):
     """Every store operation a service or the gate uses."""

@@ -12,10 +12,12 @@ from typing import Any
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 
 from engine.adapters.store.db import Database
 from engine.adapters.store.migrate import (
+    MIGRATIONS_DIR,
     current_revision,
     downgrade_to_base,
     head_revision,
@@ -149,3 +151,13 @@ def _flatten(diff: list[Any]) -> list[tuple[Any, ...]]:
     for entry in diff:
         flat.extend(entry if isinstance(entry, list) else [entry])
     return flat
+
+
+def test_the_revisions_form_one_line() -> None:
+    # Two revisions written on two branches, each with the same parent, give Alembic two
+    # heads: ``upgrade head`` then refuses to run. Each revision must follow the one before.
+    scripts = ScriptDirectory(str(MIGRATIONS_DIR))
+    revisions = list(reversed(list(scripts.walk_revisions())))
+    assert scripts.get_heads() == [head_revision()]
+    assert [r.down_revision for r in revisions] == [None, *(r.revision for r in revisions[:-1])]
+    assert [r.revision for r in revisions] == [f"{i:04d}" for i in range(1, len(revisions) + 1)]

@@ -18,6 +18,7 @@ from engine.adapters.store.outbox import OutboxStore
 from engine.adapters.store.queue import QueueStore
 from engine.adapters.store.records import RecordStore
 from engine.adapters.store.reminders import ReminderStore
+from engine.adapters.store.replays import ReplayStore
 from engine.adapters.store.runs import RunStore
 from engine.adapters.store.takeovers import TakeoverStore
 from engine.adapters.store.web import WebStore
@@ -40,6 +41,7 @@ class SqlStore(
     ReminderStore,
     QueueStore,
     WebStore,
+    ReplayStore,
 ):
     """Every store operation, on SQLite or PostgreSQL. Each method is one transaction."""
 

@@ -325,3 +325,14 @@ link_uses = Table(
     _ts("used_at", False),
     Column("action", String(16), nullable=False),  # grant, deny, takeover; release after takeover
 )
+
+seen_requests = Table(
+    "seen_requests",
+    metadata,
+    # One row per signed chat request acted on: a replay of it acts zero times
+    # (engine.services.replays). Rows past ``expires_at`` are swept.
+    Column("key", String(300), primary_key=True),
+    _ts("seen_at", False),
+    _ts("expires_at", False),
+    Index("ix_seen_requests_expires_at", "expires_at"),
+)
