@@ -7,7 +7,8 @@ Choices, and why:
   listener in an unreferenced task, the answer polled for every 10 ms) stays out of the path.
   Slow work after the acknowledgement goes to ``Background`` tasks or the outbox.
 * Signatures are bolt's own ``RequestVerification`` with the signing secret: a bad signature, or
-  a timestamp more than 5 minutes away, is answered 401 before any listener runs.
+  a timestamp more than 5 minutes away, is answered 401 before any listener runs. Within
+  those 5 minutes the same signed bytes act once (``ActOnce``, ``bot/slack/once.py``).
 * ``authorize`` returns the configured bot token without a network call: bolt's single-team mode
   would call ``auth.test`` on the first request and turn a Slack outage into failed clicks.
 * The Web API client bolt keeps is never used for our calls; ``SlackApi`` makes them all.
@@ -28,6 +29,7 @@ from bot.slack.actions import Interactions
 from bot.slack.api import SlackApi
 from bot.slack.background import Background
 from bot.slack.commands import Commands
+from bot.slack.once import ActOnce
 from engine.assembly import Engine
 
 log = logging.getLogger("bot.slack")
@@ -64,6 +66,7 @@ def build_bolt_app(engine: Engine, api: SlackApi, background: Background) -> Asy
         client=AsyncWebClient(base_url=config.api_base_url, retry_handlers=[]),
         process_before_response=True,
     )
+    app.use(ActOnce(engine.replays))  # after bolt's verification, before any listener
     Interactions(engine, api, background).register(app)
     Commands(engine, api, background).register(app)
     return app

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
-from datetime import datetime, timedelta
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
@@ -51,37 +49,11 @@ NOT_LINKED = (
 )
 
 
-class SeenEvents:
-    """Event ids this process has handled, each kept for ``keep`` (Slack's retries come within
-    minutes: at once, after 1 and after 5), at most ``size`` of them.
-
-    Per process, on purpose: a table of event ids would cost a write per event, and a retry
-    that reaches another replica is caught anyway (``Commands.mentioned`` searches the thread
-    for the reply before posting on a retry)."""
-
-    def __init__(self, keep: timedelta = timedelta(hours=1), size: int = 10_000) -> None:
-        self.keep = keep
-        self.size = size
-        self._seen: OrderedDict[str, datetime] = OrderedDict()
-
-    def first(self, event_id: str, now: datetime) -> bool:
-        """True the first time ``event_id`` is seen (within ``keep``), False for a repeat."""
-        while self._seen and (
-            len(self._seen) >= self.size or next(iter(self._seen.values())) <= now - self.keep
-        ):
-            self._seen.popitem(last=False)
-        if event_id in self._seen:
-            return False
-        self._seen[event_id] = now
-        return True
-
-
 class Commands:
     def __init__(self, engine: Engine, api: SlackApi, background: Background) -> None:
         self.engine = engine
         self.api = api
         self.background = background
-        self.seen = SeenEvents()
 
     def register(self, app: AsyncApp) -> None:
         app.command(COMMAND)(self.signoff)
@@ -175,17 +147,12 @@ class Commands:
                     return link
         return approval_url(self.engine.config.server.public_url, request.id)
 
-    async def mentioned(
-        self, body: dict[str, Any], event: dict[str, Any], request: AsyncBoltRequest
-    ) -> None:
+    async def mentioned(self, event: dict[str, Any], request: AsyncBoltRequest) -> None:
         """An @mention gets a pointer to the help, in its thread (events are acked by bolt).
-        Slack's retries of the event (same ``event_id``) get nothing more."""
+        Slack's retries of the event (same ``event_id``) never get here: ``ActOnce`` answers
+        them, on any replica (``bot/slack/once.py``)."""
         channel, ts = event.get("channel"), event.get("thread_ts") or event.get("ts")
         if not isinstance(channel, str) or not isinstance(ts, str):
-            return
-        event_id = body.get("event_id")
-        if isinstance(event_id, str) and not self.seen.first(event_id, self.engine.clock.now()):
-            log.info("Slack event %s seen before (a retry); not answered again", event_id)
             return
         retried = bool(request.headers.get("x-slack-retry-num"))
         text = "Hi! Type `/signoff help` to see what I do, or `/signoff pending` for your queue."

@@ -243,9 +243,11 @@ async def running_slack(
     min_interval: float = 0.0,
     clock: Clock | None = None,
     sweep_interval_seconds: float = NO_BACKGROUND_SWEEP,
+    tokens: bool = True,
 ) -> AsyncIterator[SlackHarness]:
     """The real app (REST API, the bolt endpoint, workers, dispatcher) on a loopback port, with
-    Slack's Web API on a ``FakeSlack``. Tokens: ``agent``, ``admin`` (alice)."""
+    Slack's Web API on a ``FakeSlack``. Tokens: ``agent``, ``admin`` (alice); ``tokens=False``
+    for a second app on a database that has them."""
     async with FakeSlack(rate=rate) as slack:
         text = config_text(db_url, slack, workflows, people=people, extra=extra)
         options = EngineOptions(
@@ -259,8 +261,9 @@ async def running_slack(
         await client.start_server()
         api = Api(client, app[ENGINE], {})
         api.engine.dispatcher.sinks["slack"].min_interval = min_interval
-        await api.token("agent", Role.AGENT)
-        await api.token("admin", Role.ADMIN, "alice")
+        if tokens:
+            await api.token("agent", Role.AGENT)
+            await api.token("admin", Role.ADMIN, "alice")
         try:
             yield SlackHarness(api, slack)
         finally:

@@ -1,8 +1,9 @@
 """Events API requests: retries of one event make one reply, and a malformed timestamp is a 401.
 
 Slack retries an event it got no quick answer to up to three times (``X-Slack-Retry-Num`` 1-3,
-the same ``event_id``). Each process remembers the event ids it handled; a retry that reaches
-another replica finds the reply already in the thread (its message metadata) and posts nothing.
+the same ``event_id``). The database remembers the event ids acted on (``bot/slack/once.py``);
+a retry that reaches the listener all the same (its first delivery was never recorded) finds
+the reply already in the thread (its message metadata) and posts nothing.
 """
 
 from __future__ import annotations
