@@ -7,13 +7,13 @@ the configuration has.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from engine.config.connectors import ConnectorConfig
 from engine.config.policies import principal_checker
+from engine.config.reach import node_reach_problems, stored_tool_problems
 from engine.config.sections import (
     ApprovalsConfig,
     DatabaseConfig,
@@ -26,14 +26,15 @@ from engine.config.sections import (
     TeamsConfig,
     WebhookConfig,
 )
-from engine.config.values import join, suggest
+from engine.config.tools import ToolConfig
+from engine.config.values import join
 from engine.config.workflows import parse_workflow
 from engine.domain.approvers import is_admin
 from engine.domain.errors import ConfigError
-from engine.domain.model import NodeType, Workflow
+from engine.domain.model import Workflow
 from engine.domain.policy_rules import Rule
 
-__all__ = ["AppConfig", "expand_groups", "webhook_problem"]
+__all__ = ["AppConfig", "expand_groups"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +59,7 @@ class AppConfig:
     policies: tuple[Rule, ...]  # project rules; each connector carries its own
     webhooks: Mapping[str, WebhookConfig]
     workflows: Mapping[str, Workflow]
+    tools: Mapping[str, ToolConfig]  # the Python callables workflows may run (allow-list)
     rule_problems: tuple[str, ...] = ()  # malformed rules (kept; they fail closed)
     warnings: tuple[str, ...] = ()  # loads, but probably not what was meant
 
@@ -77,45 +79,39 @@ class AppConfig:
         return is_admin(self, person)
 
     def workflow_problems(
-        self, workflow: Workflow, path: str, known_workflows: Collection[str] | None = None
+        self,
+        workflow: Workflow,
+        path: str,
+        known_workflows: Collection[str] | None = None,
+        *,
+        stored: bool = False,
     ) -> list[str]:
         """What ``workflow`` (nodes at ``path``) names that this configuration lacks:
-        connectors and their actions, child workflows (``known_workflows``, by default the
-        ``app.yaml`` ones), people and groups, webhooks."""
+        connectors and their actions, tools, child workflows (``known_workflows``, by default
+        the ``app.yaml`` ones), people and groups, webhooks. ``stored``: it comes from the API,
+        so its tool nodes may name only declared tools (``engine.config.reach``)."""
         known = self.workflows.keys() if known_workflows is None else known_workflows
         check_principal = principal_checker(list(self.people), list(self.groups))
         default_deciders = self.expand_people(self.approvers)
         problems: list[str] = []
         for i, node in enumerate(workflow.nodes):
             at = join(path, i)
-            if node.type == NodeType.CONNECTOR and node.connector is not None:
-                connector = self.connectors.get(node.connector)
-                if connector is None:
-                    hint = suggest(node.connector, self.connectors, list_all=False)
-                    problems.append(
-                        f"{at}.connector: unknown connector {json.dumps(node.connector)}{hint}"
-                    )
-                elif node.action not in connector.actions:
-                    hint = suggest(node.action or "", connector.actions)
-                    problems.append(
-                        f"{at}.action: connector {connector.name} has no action "
-                        f"{json.dumps(node.action)}{hint}"
-                    )
-            if node.type == NodeType.WORKFLOW and node.workflow is not None:
-                if node.workflow == workflow.name:
-                    problems.append(f"{at}.workflow: a workflow cannot start itself")
-                elif node.workflow not in known:
-                    hint = suggest(node.workflow, known, list_all=False)
-                    problems.append(
-                        f"{at}.workflow: unknown workflow {json.dumps(node.workflow)}{hint}"
-                    )
+            problems.extend(
+                node_reach_problems(
+                    node,
+                    at,
+                    connectors=self.connectors,
+                    tools=self.tools,
+                    webhooks=self.webhooks,
+                    workflow=workflow.name,
+                    known=known,
+                    stored=stored,
+                )
+            )
             for key, names in (("approvers", node.approvers), ("escalateTo", node.escalate_to)):
                 for j, name in enumerate(names):
                     if (why := check_principal(name)) is not None:
                         problems.append(f"{at}.{key}[{j}]: {why}")
-            for j, channel in enumerate(node.channels):
-                if (why := webhook_problem(channel, self.webhooks)) is not None:
-                    problems.append(f"{at}.channels[{j}]: {why}")
             if not node.approvers and default_deciders:
                 if node.approvals_required > len(default_deciders):
                     problems.append(
@@ -123,6 +119,12 @@ class AppConfig:
                         f"approvers are only {len(default_deciders)} people"
                     )
         return problems
+
+    def stored_tool_problems(self, workflow: Workflow) -> list[str]:
+        """The tools a stored ``workflow`` names beyond ``tools:`` (checked again before it
+        runs: a definition stored before the allow-list existed, or before a tool was removed,
+        never runs undeclared code)."""
+        return stored_tool_problems(workflow.nodes, "nodes", self.tools)
 
     def channel_warnings(self, channels: Iterable[str], path: str) -> list[str]:
         """Channels that parse but cannot deliver with this configuration."""
@@ -139,25 +141,17 @@ class AppConfig:
         self, name: str, raw: Any, path: str = "", known_workflows: Collection[str] = ()
     ) -> Workflow:
         """A workflow from the API (``{name, nodes}`` body, ``path=""``): the graph and its
-        references, with ``known_workflows`` (stored ones) besides the ``app.yaml`` ones.
-        Raises ``ConfigError`` with every problem."""
+        references (tools only as ``app.yaml`` declares them), with ``known_workflows`` (stored
+        ones) besides the ``app.yaml`` ones. Raises ``ConfigError`` with every problem."""
         workflow, problems = parse_workflow(name, raw, path, expand=self.expand_people)
         if workflow is None:
             raise ConfigError(problems)
         nodes_path = (path or "nodes") if isinstance(raw, list) else join(path, "nodes")
         known = {*self.workflows, *known_workflows}
-        problems = self.workflow_problems(workflow, nodes_path, known)
+        problems = self.workflow_problems(workflow, nodes_path, known, stored=True)
         if problems:
             raise ConfigError(problems)
         return workflow
-
-
-def webhook_problem(channel: str, webhooks: Mapping[str, WebhookConfig]) -> str | None:
-    """Why ``channel`` names a webhook ``app.yaml`` does not define, or None."""
-    kind, _, target = channel.partition(":")
-    if kind != "webhook" or target in webhooks:
-        return None
-    return f"unknown webhook {json.dumps(target)}{suggest(target, webhooks, list_all=False)}"
 
 
 def expand_groups(names: Iterable[str], groups: Mapping[str, tuple[str, ...]]) -> tuple[str, ...]:

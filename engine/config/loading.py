@@ -15,9 +15,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from engine.config.app import AppConfig, webhook_problem
+from engine.config.app import AppConfig
 from engine.config.connectors import parse_connectors
 from engine.config.policies import parse_rules, principal_checker
+from engine.config.reach import webhook_problem
 from engine.config.sections import (
     GATE_ENV,
     Person,
@@ -32,6 +33,7 @@ from engine.config.sections import (
     parse_teams,
     parse_webhooks,
 )
+from engine.config.tools import parse_tools
 from engine.config.values import Section, substitute, suggest, type_name
 from engine.config.workflows import check_channel, parse_workflow
 from engine.config.yaml_text import load_yaml
@@ -56,6 +58,7 @@ _TOP_KEYS = (
     "policy",
     "policies",
     "webhooks",
+    "tools",
     "workflows",
 )
 _PERSON_NAME_RE = re.compile(r"[a-z0-9][a-z0-9_.-]*\Z")
@@ -136,6 +139,7 @@ def parse_config(raw_text: str, env: Mapping[str, str], source_name: str = "app.
         policies=policies,
         webhooks=webhooks,
         workflows=MappingProxyType({}),
+        tools=parse_tools(raw.get("tools"), "tools", problems),
         rule_problems=tuple(rule_problems),
     )
     workflows = _parse_workflows(raw.get("workflows"), config, problems)

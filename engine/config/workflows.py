@@ -3,13 +3,12 @@
 The same format arrives from ``app.yaml`` (``workflows: {name: {nodes: [...]}}``) and from
 ``POST /v1/workflows`` (``{name, nodes}``). Validation reports every problem, each line starting
 with the path of the bad value (``workflows.refund.nodes[2].timeoutMinutes: must be 1..1440,
-got 2000``). References to the rest of the configuration (connectors, people, webhooks, child
-workflows) are checked by ``engine.config.AppConfig.workflow_problems``; this module only knows
-the graph itself.
+got 2000``). What nodes name outside the graph (tools, connectors, people, webhooks, child
+workflows) is checked by ``engine.config.reach`` and ``AppConfig.workflow_problems``.
 
-The parsing lives in ``engine.config`` beside the readers it shares with ``app.yaml``
-(``Section``, YAML paths, ``type_name``): those are loading helpers, not rules, so the domain keeps
-only what a loaded graph means (``engine.domain.workflows``) and never imports the loader.
+The parsing lives in ``engine.config`` beside the readers it shares with ``app.yaml``: those are
+loading helpers, not rules, so the domain keeps only what a loaded graph means
+(``engine.domain.workflows``) and never imports the loader.
 """
 
 from __future__ import annotations
@@ -48,6 +47,7 @@ _ARGS_TYPES = frozenset({NodeType.TOOL, NodeType.CONNECTOR, NodeType.AI_STEP, No
 # confidence-gate diversion of any step uses them.
 _ONLY_ON: dict[str, frozenset[NodeType]] = {
     "function": frozenset({NodeType.TOOL}),
+    "tool": frozenset({NodeType.TOOL}),
     "connector": frozenset({NodeType.CONNECTOR}),
     "action": frozenset({NodeType.CONNECTOR}),
     "prompt": frozenset({NodeType.AI_STEP}),
@@ -68,7 +68,7 @@ _NODE_KEYS = frozenset(
     | _ONLY_ON.keys()
 )
 _REQUIRED: dict[NodeType, tuple[str, ...]] = {
-    NodeType.TOOL: ("function",),
+    NodeType.TOOL: (),  # tool or function: checked with them
     NodeType.CONNECTOR: ("connector", "action"),
     NodeType.AI_STEP: ("prompt",),
     NodeType.WORKFLOW: ("workflow",),
@@ -271,13 +271,15 @@ def _parse_node(raw: Any, path: str, problems: list[str], expand: Expand | None)
             if s.data.get(key) is None:
                 s.error(key, f"required for {node_type.value} nodes")
 
-    function = _name(s, "function")
+    function, tool = _name(s, "function"), _name(s, "tool")
     if function is not None and not CALLABLE_RE.match(function):
         s.error("function", f'must look like "module.path:function", got {json.dumps(function)}')
-    connector = _name(s, "connector")
-    action = _name(s, "action")
-    prompt = _name(s, "prompt")
-    workflow = _name(s, "workflow")
+    if tool is not None and function is not None:
+        s.error("function", "a tool node names either tool or function, not both")
+    elif node_type == NodeType.TOOL and not (s.has("tool") or s.has("function")):
+        s.error("tool", "required for tool nodes: the name of a tool app.yaml's tools: declares")
+    connector, action = _name(s, "connector"), _name(s, "action")
+    prompt, workflow = _name(s, "prompt"), _name(s, "workflow")
     if workflow is not None and not NAME_RE.match(workflow):
         s.error("workflow", f"invalid workflow name {json.dumps(workflow)}")
     next_id = _name(s, "next")
@@ -333,6 +335,7 @@ def _parse_node(raw: Any, path: str, problems: list[str], expand: Expand | None)
         connector=connector,
         action=action,
         function=function,
+        tool=tool,
         workflow=workflow,
         prompt=prompt,
         requires_confidence=flags["requiresConfidence"],

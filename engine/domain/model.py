@@ -116,7 +116,7 @@ class JournalEvent(StrEnum):
 
 
 class NodeType(StrEnum):
-    TOOL = "tool"  # a registered Python callable, module:function
+    TOOL = "tool"  # a Python callable: a tool app.yaml declares (or, in app.yaml, a function)
     CONNECTOR = "connector"  # a named integration action
     AI_STEP = "ai-step"  # a prompt sent to the configured LLM
     APPROVAL = "approval"  # a checkpoint placed by the workflow author
@@ -160,6 +160,7 @@ class Node:
     connector: str | None = None
     action: str | None = None
     function: str | None = None  # tool: "module:function"
+    tool: str | None = None  # tool: the name of one of app.yaml's ``tools:``
     workflow: str | None = None  # workflow: the child workflow's name
     prompt: str | None = None  # ai-step
     requires_confidence: bool = False  # ai-step: gated only when set

@@ -678,9 +678,9 @@ def test_workflow_references_are_checked_against_the_configuration() -> None:
         "(did you mean refund?)",
         'workflows.main.nodes[2].workflow: unknown workflow "missing"',
         "workflows.main.nodes[3].workflow: a workflow cannot start itself",
+        'workflows.main.nodes[4].channels[1]: unknown webhook "other"',
         'workflows.main.nodes[4].approvers[1]: unknown person or group "zed"',
         'workflows.main.nodes[4].escalateTo[0]: unknown person or group "nobody"',
-        'workflows.main.nodes[4].channels[1]: unknown webhook "other"',
         "workflows.main.nodes[5].approvalsRequired: is 3 but the default approvers are only "
         "2 people",
     ]

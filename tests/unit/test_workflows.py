@@ -183,7 +183,8 @@ def test_timeout_out_of_range_has_the_exact_message() -> None:
         ),
         pytest.param(
             one_node(type="tool"),
-            "workflows.wf.nodes[0].function: required for tool nodes",
+            "workflows.wf.nodes[0].tool: required for tool nodes: the name of a tool app.yaml's "
+            "tools: declares",
             id="tool-function",
         ),
         pytest.param(
