@@ -15,9 +15,9 @@ from engine.adapters.callbacks import CallbackSink
 from engine.adapters.connectors.demo_ledger import DemoLedger
 from engine.adapters.connectors.http import HttpConnector
 from engine.adapters.connectors.python_callable import (
+    CallableRunner,
     PythonConnector,
-    call_function,
-    resolve_callable,
+    PythonTools,
 )
 from engine.adapters.llm import OpenAICompatibleSampler
 from engine.adapters.outbound import OutboundGuard
@@ -70,11 +70,6 @@ class EngineOptions:
     sweep_interval_seconds: float = 1.0
 
 
-async def call_python(spec: str, kwargs: dict[str, Any]) -> Any:
-    """A `tool` node's ``module:function``, imported and called with ``kwargs``."""
-    return await call_function(resolve_callable(spec), kwargs)
-
-
 class Engine:
     def __init__(self, config: AppConfig, options: EngineOptions | None = None) -> None:
         opts = options or EngineOptions()
@@ -92,9 +87,20 @@ class Engine:
         # The id's last characters: a time-ordered id begins with the time, which replicas
         # started together share.
         self.owner = opts.owner or f"{socket.gethostname()}:{self.ids.new_id()[-8:]}"
-        built = {**build_connectors(config, self.store, self.clock), **opts.extra_connectors}
+        # Python callables (tools, python connectors) run on these threads, under time limits.
+        self.callables = CallableRunner()
+        self.tools = PythonTools(config.tools, self.callables, operator_functions(config))
+        built = {
+            **build_connectors(config, self.store, self.clock, self.callables),
+            **opts.extra_connectors,
+        }
         self.connectors = ConnectorRegistry({**built, **held_call_connectors(built)})
-        self.workflows = WorkflowSource(config.workflows, store, connectors=config.connectors)
+        self.workflows = WorkflowSource(
+            config.workflows,
+            store,
+            connectors=config.connectors,
+            check_stored=config.stored_tool_problems,
+        )
         # The LLM (ai-steps, the gate's self-consistency) comes from ``llm:`` unless injected.
         # The gate object is always installed, even while off: an admin may switch it on at
         # runtime, and its settings cache makes an idle gate free (no query per step).
@@ -109,7 +115,7 @@ class Engine:
                 clock=self.clock,
                 ids=self.ids,
                 expand_people=config.expand_people,
-                call_python=call_python,
+                call_python=self.tools.call,
                 default_approvers=config.approvers,
                 sampler=self.sampler,
                 gate=opts.gate or self.gate,
@@ -231,6 +237,7 @@ class Engine:
             await self.dispatcher.stop()
             self._started = False
         await self.connectors.close()
+        self.callables.close()
         if self._own_sampler is not None:
             await self._own_sampler.close()
         await self.db.dispose()
@@ -284,7 +291,15 @@ def build_sampler(config: AppConfig) -> OpenAICompatibleSampler | None:
     )
 
 
-def build_connectors(config: AppConfig, store: SqlStore, clock: Clock) -> dict[str, Connector]:
+def operator_functions(config: AppConfig) -> frozenset[str]:
+    """The functions ``app.yaml``'s own workflows name in `tool` nodes (the operator's)."""
+    nodes = (n for wf in config.workflows.values() for n in wf.nodes)
+    return frozenset(n.function for n in nodes if n.type == NodeType.TOOL and n.function)
+
+
+def build_connectors(
+    config: AppConfig, store: SqlStore, clock: Clock, callables: CallableRunner
+) -> dict[str, Connector]:
     out: dict[str, Connector] = {}
     for name, c in config.connectors.items():
         if c.type == "demo-ledger":
@@ -301,7 +316,7 @@ def build_connectors(config: AppConfig, store: SqlStore, clock: Clock) -> dict[s
                 timeout_seconds=c.timeout_seconds,
             )
         elif c.type == "python":
-            out[name] = PythonConnector(name, c.function or "")
+            out[name] = PythonConnector(name, c.function or "", callables, c.timeout_seconds)
     return out
 
 

@@ -33,9 +33,10 @@ class Services:
     clock: Clock
     ids: IdSource
     expand_people: Callable[[Sequence[str]], tuple[str, ...]]
-    # A `tool` node's ``module:function``, imported and called with the node's arguments (an
-    # adapter's work: ``engine.adapters.connectors.python_callable``, handed in by assembly).
-    call_python: Callable[[str, dict[str, Any]], Awaitable[Any]]
+    # Runs a `tool` node's callable with the node's arguments, off the loop and under its time
+    # limit (an adapter's work: ``engine.adapters.connectors.python_callable.PythonTools``,
+    # handed in by assembly).
+    call_python: Callable[[Node, dict[str, Any]], Awaitable[Any]]
     default_approvers: tuple[str, ...] = ()  # app.yaml `approvers:`: a node naming nobody
     sampler: Sampler | None = None
     gate: StepGate | None = None

@@ -78,7 +78,7 @@ async def call_step(
                 )
             )
         if node.type == NodeType.TOOL:
-            return await s.call_python(node.function or "", args if isinstance(args, dict) else {})
+            return await s.call_python(node, args if isinstance(args, dict) else {})
         if node.type == NodeType.AI_STEP:
             if s.sampler is None:
                 raise StepError("no LLM is configured (llm.baseUrl, llm.model)")

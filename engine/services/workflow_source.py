@@ -8,7 +8,7 @@ stored, so the interpreter runs held calls like any other run."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from engine.config import ConnectorConfig
@@ -26,8 +26,13 @@ class WorkflowSource:
         store: WorkflowStore,
         *,
         connectors: Mapping[str, ConnectorConfig] | None = None,
+        check_stored: Callable[[Workflow], list[str]] = lambda workflow: [],
     ) -> None:
         self.configured = dict(configured)
+        # What a stored definition names beyond app.yaml's tools (``AppConfig``'s
+        # ``stored_tool_problems``): checked again at every parse, so a definition stored before
+        # the allow-list, or naming a tool since removed, never runs.
+        self.check_stored = check_stored
         self.store = store
         self.connectors = dict(connectors or {})  # what ``call:`` names may target
         self._parsed: dict[str, tuple[str, Workflow]] = {}
@@ -63,5 +68,7 @@ class WorkflowSource:
         if cached is not None and cached[0] == version:
             return cached[1]
         workflow = load_workflow(name, definition, "")
+        if problems := self.check_stored(workflow):
+            raise ConfigError(problems)
         self._parsed[name] = (version, workflow)
         return workflow
