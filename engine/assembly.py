@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import aiohttp
+
 from engine.adapters.callbacks import CallbackSink
 from engine.adapters.connectors.demo_ledger import DemoLedger
 from engine.adapters.connectors.http import HttpConnector
@@ -20,7 +22,7 @@ from engine.adapters.connectors.python_callable import (
     PythonTools,
 )
 from engine.adapters.llm import OpenAICompatibleSampler
-from engine.adapters.outbound import OutboundGuard
+from engine.adapters.outbound import OutboundGuard, client_session
 from engine.adapters.store import Database, SqlStore
 from engine.adapters.store.dbclock import DatabaseClock
 from engine.adapters.store.listen import PgListener
@@ -30,6 +32,7 @@ from engine.domain import notify
 from engine.domain.call_workflow import held_call_connectors
 from engine.domain.model import Node, NodeType, Principal, Run, TakeoverRequest
 from engine.domain.policy_rules import ActionKind
+from engine.domain.proxies import ProxySettings
 from engine.domain.records import NewRun
 from engine.gate import ConfidenceGate
 from engine.ports import Clock, Connector, IdSource, Sampler, StepGate, SystemClock, UuidSource
@@ -168,7 +171,7 @@ class Engine:
             hold=timedelta(seconds=server.lease_seconds),
         )
         if "callback" not in self.dispatcher.sinks:
-            guard = OutboundGuard(server.allow_internal_targets)
+            guard = OutboundGuard(server.allow_internal_targets, proxies=config.proxies)
             sink = CallbackSink(self.store, self.clock, server.secret_key, guard=guard)
             self.add_sink("callback", sink)
         self.calls = HeldCalls(config, store, self.connectors, self.clock, self.ids, wake=self.wake)
@@ -287,7 +290,12 @@ def build_sampler(config: AppConfig) -> OpenAICompatibleSampler | None:
     if not llm.enabled:
         return None
     return OpenAICompatibleSampler(
-        llm.base_url, llm.model, llm.api_key, llm.timeout_seconds, llm.max_retries
+        llm.base_url,
+        llm.model,
+        llm.api_key,
+        llm.timeout_seconds,
+        llm.max_retries,
+        proxies=config.proxies,
     )
 
 
@@ -314,6 +322,7 @@ def build_connectors(
                 },
                 headers=dict(c.headers),
                 timeout_seconds=c.timeout_seconds,
+                proxies=config.proxies,
             )
         elif c.type == "python":
             out[name] = PythonConnector(name, c.function or "", callables, c.timeout_seconds)
@@ -375,5 +384,18 @@ def build_webhook_sink(
     """The ``webhook:<name>`` channel's outbox sink, with the front end's approval view and
     signed links."""
     return WebhookSink(
-        engine.config.webhooks, engine.store, engine.clock, view_json=view_json, links=links
+        engine.config.webhooks,
+        engine.store,
+        engine.clock,
+        view_json=view_json,
+        links=links,
+        proxies=engine.config.proxies,
     )
+
+
+def http_session(proxies: ProxySettings, *, timeout_seconds: float) -> aiohttp.ClientSession:
+    """An aiohttp session for a front end's outbound calls (Slack's Web API and response_url,
+    the Bot Framework's keys): each request through the proxy curl's rules choose
+    (``engine.domain.proxies``; ``AppConfig.proxies``, read with the configuration). Open it
+    inside the running event loop."""
+    return client_session(proxies, timeout=aiohttp.ClientTimeout(total=timeout_seconds))

@@ -36,7 +36,7 @@ def install(app: web.Application, engine: Engine) -> None:
     """Mount Slack on ``app`` when ``slack.botToken`` and ``slack.signingSecret`` are set."""
     if not engine.config.slack.enabled:
         return
-    api = SlackApi(engine.config.slack)
+    api = SlackApi(engine.config.slack, engine.config.proxies)
     background = Background()
     bolt = build_bolt_app(engine, api, background)
     engine.add_sink("slack", SlackSink(engine, api))

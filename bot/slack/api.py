@@ -7,7 +7,11 @@ Every call goes through ``SlackApi`` so that:
 * the SDK's own retry handlers are off: a ``chat.postMessage`` retried inside the SDK after a
   connection reset could post twice, unseen. Retries belong to the outbox, where a retried
   delivery first looks for its message (``find_posted``) before posting again;
-* ``slack.apiBaseUrl`` points every call at Slack or at a local fake.
+* ``slack.apiBaseUrl`` points every call at Slack or at a local fake;
+* the proxy is the one curl's ``NO_PROXY`` rules choose for each URL (``engine.domain.proxies``,
+  the environment read once at start): slack_sdk reads ``HTTPS_PROXY`` itself and ignores
+  ``NO_PROXY``, and the session's middleware overrides what it picked, for the Web API and for
+  ``response_url`` posts alike.
 
 Errors: ``SlackApiError`` (Slack answered ``ok: false``, including HTTP 429) and
 ``aiohttp.ClientError`` / ``TimeoutError`` (no answer) reach the caller unchanged; the sink maps
@@ -25,7 +29,9 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from engine.assembly import http_session
 from engine.config.sections import SlackConfig
+from engine.domain.proxies import ProxySettings
 
 log = logging.getLogger(__name__)
 
@@ -62,8 +68,9 @@ def error_code(exc: SlackApiError) -> str:
 class SlackApi:
     """The Web API calls Signoff makes, on one shared session."""
 
-    def __init__(self, config: SlackConfig) -> None:
+    def __init__(self, config: SlackConfig, proxies: ProxySettings | None = None) -> None:
         self.config = config
+        self.proxies = proxies or ProxySettings()
         self._session: aiohttp.ClientSession | None = None
         self._client: AsyncWebClient | None = None
 
@@ -71,9 +78,7 @@ class SlackApi:
     def session(self) -> aiohttp.ClientSession:
         """The shared HTTP session, made on first use inside the running loop."""
         if self._session is None:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=TIMEOUT_SECONDS)
-            )
+            self._session = http_session(self.proxies, timeout_seconds=TIMEOUT_SECONDS)
         return self._session
 
     @property

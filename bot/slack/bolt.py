@@ -58,12 +58,15 @@ def build_bolt_app(engine: Engine, api: SlackApi, background: Background) -> Asy
             bot_token=config.bot_token,
         )
 
+    client = AsyncWebClient(base_url=config.api_base_url, retry_handlers=[])
+    # slack_sdk took HTTPS_PROXY from the environment, NO_PROXY unread: curl's rules instead.
+    client.proxy = engine.config.proxies.proxy_for(config.api_base_url)
     app = AsyncApp(
         name="signoff",
         logger=log,
         signing_secret=config.signing_secret,
         authorize=authorize,
-        client=AsyncWebClient(base_url=config.api_base_url, retry_handlers=[]),
+        client=client,
         process_before_response=True,
     )
     app.use(ActOnce(engine.replays))  # after bolt's verification, before any listener

@@ -49,7 +49,7 @@ def install(app: web.Application, engine: Engine) -> None:
     if not config.enabled:
         log.info("teams: no teams.appId configured, so %s is not mounted", ROUTE)
         return
-    adapter = TeamsAdapter(config, pace=Pacing().call)
+    adapter = TeamsAdapter(config, pace=Pacing().call, proxies=engine.config.proxies)
     handlers = TeamsHandlers(engine)
     engine.add_sink("teams", TeamsSink(engine, adapter))
 

@@ -1,4 +1,5 @@
-"""The Bot Framework boundary: the ONLY module that imports ``botbuilder`` / ``botframework``.
+"""The Bot Framework boundary: with ``bot.teams.proxied``, the ONLY module that imports
+``botbuilder`` / ``botframework``.
 
 The Bot Framework SDK is archived upstream (its successor is the Microsoft 365 Agents SDK), so
 everything else in ``bot/teams/`` talks to this module through plain dataclasses and dicts:
@@ -19,6 +20,9 @@ Three SDK defects are worked around here, each where it bites:
   configured. ``process`` checks the token with ``bot.teams.tokens`` first (the configured
   issuer only), and the SDK's metadata cache for the configured document is that module's
   ``SigningKeys``: fetched once, asynchronously, with a short timeout.
+* msrest (the Bot Connector) and msal (the login) use ``requests``, whose ``NO_PROXY`` rules are
+  not curl's: ``bot.teams.proxied`` gives each connector client and login the proxy
+  ``engine.domain.proxies`` chooses for its URL, the environment otherwise unread.
 * The SDK matches a token's ``serviceurl`` claim with the activity only when the activity
   names a serviceUrl, and fails with a 500 on a body that does not deserialize or names no
   conversation; ``process`` refuses all of those as ``BadActivity`` (HTTP 400) first.
@@ -38,7 +42,6 @@ from botbuilder.core import BotAdapter, InvokeResponse, TurnContext
 from botbuilder.core.cloud_adapter_base import CloudAdapterBase
 from botbuilder.integration.aiohttp import (
     CloudAdapter,
-    ConfigurationBotFrameworkAuthentication,
 )
 from botbuilder.schema import (
     Activity,
@@ -67,8 +70,10 @@ from bot.teams.activities import (
     thread_conversation_id,
     thread_root,
 )
+from bot.teams.proxied import ProxiedAuthentication
 from bot.teams.tokens import FETCH_TIMEOUT, NotAuthenticated, SigningKeys, TokenGate
 from engine.config.sections import TeamsConfig
+from engine.domain.proxies import ProxySettings
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +120,7 @@ class TeamsAdapter:
         *,
         pace: Pace | None = None,
         fetch_timeout: float = FETCH_TIMEOUT,
+        proxies: ProxySettings | None = None,
     ) -> None:
         """``pace(conversation_id)`` is entered around every call to the Bot Connector
         (proactive sends and updates), so one rate limiter sees them all;
@@ -126,14 +132,15 @@ class TeamsAdapter:
             config.open_id_metadata_url
             or AuthenticationConstants.TO_BOT_FROM_CHANNEL_OPENID_METADATA_URL
         )
-        self.keys = SigningKeys(metadata_url, timeout=fetch_timeout)
+        proxies = proxies or ProxySettings()
+        self.keys = SigningKeys(metadata_url, timeout=fetch_timeout, proxies=proxies)
         issuer = config.token_issuer or AuthenticationConstants.TO_BOT_FROM_CHANNEL_TOKEN_ISSUER
         self._gate = TokenGate(config.app_id, issuer, self.keys)
         if self.authenticated:
             # The SDK looks its metadata up in this class-wide cache by URL; with ours there,
             # its own validation uses the keys fetched here and never fetches them itself.
             JwtTokenExtractor.metadataCache[metadata_url] = self.keys
-        self._auth = ConfigurationBotFrameworkAuthentication(_auth_settings(config))
+        self._auth = ProxiedAuthentication(_auth_settings(config), proxies)
         self._adapter = CloudAdapter(self._auth)
 
     async def authenticate(self, auth_header: str) -> None:

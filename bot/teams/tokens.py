@@ -33,6 +33,9 @@ import aiohttp
 import jwt
 from jwt.algorithms import RSAAlgorithm
 
+from engine.assembly import http_session
+from engine.domain.proxies import ProxySettings
+
 log = logging.getLogger(__name__)
 
 FETCH_TIMEOUT = 5.0  # seconds for the metadata document and for the key set, each
@@ -64,9 +67,11 @@ class SigningKeys:
         *,
         timeout: float = FETCH_TIMEOUT,
         now: Callable[[], float] = time.monotonic,
+        proxies: ProxySettings | None = None,
     ) -> None:
         self.metadata_url = metadata_url
         self.timeout = timeout
+        self.proxies = proxies or ProxySettings()
         self.fetches = 0  # completed or failed fetches of the metadata document
         self._now = now
         self._keys: dict[str, SigningKey] = {}
@@ -116,9 +121,8 @@ class SigningKeys:
             self._fetched_at = self._now()
 
     async def _fetch(self) -> dict[str, SigningKey]:
-        timeout = aiohttp.ClientTimeout(total=self.timeout)
-        # trust_env: a proxy set for the process applies, as it did to the SDK's requests.
-        async with aiohttp.ClientSession(timeout=timeout, trust_env=True) as session:
+        # Through the proxy the process's environment names, by curl's NO_PROXY rules.
+        async with http_session(self.proxies, timeout_seconds=self.timeout) as session:
             async with session.get(self.metadata_url) as resp:
                 resp.raise_for_status()
                 jwks_uri = (await resp.json(content_type=None))["jwks_uri"]

@@ -16,7 +16,8 @@ refused it: retrying will not help), and so is a redirect (never followed: the U
 is the only one called); anything else, and network errors, are retried (``Retry-After``
 honoured). The URLs are called from the server, never at an internal address unless
 ``server.allowInternalTargets`` lists it (``engine.domain.outbound``: checked when the URL arrives
-and, by ``engine.adapters.outbound``, again on what the name resolves to when it is called).
+and, by ``engine.adapters.outbound``, again on the address each connection opens to), through the
+proxy that curl's ``NO_PROXY`` rules choose (``engine.domain.proxies``).
 """
 
 from __future__ import annotations
@@ -112,9 +113,7 @@ class CallbackSink:
         }
         try:
             async with (
-                aiohttp.ClientSession(
-                    timeout=self.timeout, connector=self.guard.connector()
-                ) as session,
+                self.guard.session(timeout=self.timeout) as session,
                 session.post(url, data=body, headers=headers, allow_redirects=False) as resp,
             ):
                 if 200 <= resp.status < 300:

@@ -31,7 +31,9 @@ from typing import Any
 
 import aiohttp
 
+from engine.adapters.outbound import client_session
 from engine.domain.errors import StepError
+from engine.domain.proxies import ProxySettings
 from engine.ports import ChatMessage, Clock, SystemClock
 
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -65,6 +67,7 @@ class OpenAICompatibleSampler:
         max_retry_wait_seconds: float | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         clock: Clock | None = None,
+        proxies: ProxySettings | None = None,
     ) -> None:
         self.url = chat_completions_url(base_url)
         self.model = model
@@ -76,6 +79,7 @@ class OpenAICompatibleSampler:
         )
         self._sleep = sleep  # injected so tests can see the waits without waiting
         self._clock = clock or SystemClock()  # for a Retry-After given as an HTTP date
+        self.proxies = proxies or ProxySettings()  # curl's rules, from the app factory's env
         self._session: aiohttp.ClientSession | None = None
 
     async def complete(
@@ -132,8 +136,8 @@ class OpenAICompatibleSampler:
 
     def _session_for_loop(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=self.timeout_seconds)
+            self._session = client_session(
+                self.proxies, timeout=aiohttp.ClientTimeout(total=self.timeout_seconds)
             )
         return self._session
 

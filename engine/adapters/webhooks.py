@@ -32,10 +32,12 @@ from typing import Any
 import aiohttp
 
 from engine.adapters.callbacks import SIGNATURE_HEADER, signature
+from engine.adapters.outbound import client_session
 from engine.adapters.store import SqlStore
 from engine.config import WebhookConfig
 from engine.domain.errors import DeliveryError, NotFound
 from engine.domain.model import OutboxRecord, Run, TakeoverRequest
+from engine.domain.proxies import ProxySettings
 from engine.ports import Clock
 
 DELIVERY_HEADER = "X-Signoff-Delivery"
@@ -59,6 +61,7 @@ class WebhookSink:
         view_json: ViewJson,
         links: Links,
         timeout_seconds: float = 10.0,
+        proxies: ProxySettings | None = None,
     ) -> None:
         self.webhooks = dict(webhooks)
         self.store = store
@@ -66,6 +69,7 @@ class WebhookSink:
         self.view_json = view_json
         self.links = links
         self.timeout = aiohttp.ClientTimeout(total=timeout_seconds)
+        self.proxies = proxies or ProxySettings()
 
     async def body(self, message: OutboxRecord) -> bytes:
         """The JSON body for ``message`` as things stand now."""
@@ -112,7 +116,7 @@ class WebhookSink:
             headers[SIGNATURE_HEADER] = signature(hook.secret.encode(), stamp, body)
         try:
             async with (
-                aiohttp.ClientSession(timeout=self.timeout) as session,
+                client_session(self.proxies, timeout=self.timeout) as session,
                 session.post(hook.url, data=body, headers=headers, allow_redirects=False) as resp,
             ):
                 if 200 <= resp.status < 300:

@@ -33,6 +33,7 @@ from engine.domain.approvers import is_admin
 from engine.domain.errors import ConfigError
 from engine.domain.model import Workflow
 from engine.domain.policy_rules import Rule
+from engine.domain.proxies import ProxySettings
 
 __all__ = ["AppConfig", "expand_groups"]
 
@@ -62,6 +63,8 @@ class AppConfig:
     tools: Mapping[str, ToolConfig]  # the Python callables workflows may run (allow-list)
     rule_problems: tuple[str, ...] = ()  # malformed rules (kept; they fail closed)
     warnings: tuple[str, ...] = ()  # loads, but probably not what was meant
+    # The proxy environment, read at load (curl's rules); frozen, so one default serves all.
+    proxies: ProxySettings = ProxySettings()  # noqa: RUF009
 
     def expand_people(self, names: Iterable[str]) -> tuple[str, ...]:
         """People named directly or through groups, first occurrence first, without repeats.

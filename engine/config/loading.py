@@ -39,6 +39,7 @@ from engine.config.workflows import check_channel, parse_workflow
 from engine.config.yaml_text import load_yaml
 from engine.domain.errors import ConfigError
 from engine.domain.model import NodeType, Workflow
+from engine.domain.proxies import ProxySettings
 
 __all__ = ["load_config", "parse_config"]
 
@@ -141,6 +142,7 @@ def parse_config(raw_text: str, env: Mapping[str, str], source_name: str = "app.
         workflows=MappingProxyType({}),
         tools=parse_tools(raw.get("tools"), "tools", problems),
         rule_problems=tuple(rule_problems),
+        proxies=ProxySettings.from_env(env),
     )
     workflows = _parse_workflows(raw.get("workflows"), config, problems)
     if problems:

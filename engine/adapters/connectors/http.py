@@ -8,7 +8,9 @@ from typing import Any
 
 import aiohttp
 
+from engine.adapters.outbound import client_session
 from engine.domain.errors import ConnectorError
+from engine.domain.proxies import ProxySettings
 from engine.ports import ConnectorCall
 
 _RETRYABLE = {408, 425, 429, 500, 502, 503, 504}
@@ -23,12 +25,14 @@ class HttpConnector:
         actions: Mapping[str, tuple[str, str]] | None = None,
         headers: Mapping[str, str] | None = None,
         timeout_seconds: float = 10.0,
+        proxies: ProxySettings | None = None,
     ) -> None:
         self.name = name
         self.base_url = base_url.rstrip("/")
         self.actions = dict(actions or {})  # action -> (method, path)
         self.headers = dict(headers or {})
         self.timeout = aiohttp.ClientTimeout(total=timeout_seconds)
+        self.proxies = proxies or ProxySettings()
         self._session: aiohttp.ClientSession | None = None
 
     async def call(self, call: ConnectorCall) -> Any:
@@ -60,7 +64,7 @@ class HttpConnector:
 
     def _session_for_loop(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=self.timeout)
+            self._session = client_session(self.proxies, timeout=self.timeout)
         return self._session
 
     async def close(self) -> None:

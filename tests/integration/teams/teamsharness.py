@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import textwrap
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -278,7 +279,9 @@ async def running_teams(
     sweep_interval_seconds: float = 3600.0,
 ) -> AsyncIterator[Teams]:
     clock = ManualClock()
-    config = parse_config(config_text(db_url, workflows_yaml, extra, teams=teams), {})
+    # The proxy variables the test set for the process are the deployment's environment.
+    env = {name: value for name, value in os.environ.items() if name.lower().endswith("_proxy")}
+    config = parse_config(config_text(db_url, workflows_yaml, extra, teams=teams), env)
     options = EngineOptions(
         clock=clock,
         ids=SequentialIds("id"),
