@@ -10,12 +10,12 @@ outcome stricter. ``AppConfig.rule_problems`` lists them, and every ``signoff`` 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from engine.config.values import Section, join, suggest, type_name
 from engine.config.workflows import check_channel
+from engine.domain.patterns import PatternError, compile_pattern
 from engine.domain.policy_rules import MAX_CONDITIONS, Condition, Decision, Rule
 
 __all__ = ["parse_rules", "principal_checker"]
@@ -146,8 +146,8 @@ def _parse_conditions(s: Section) -> tuple[Condition, ...]:
         regex = None
         if match is not None and match.startswith("re:"):
             try:
-                regex = re.compile(match[3:])
-            except re.error as exc:
+                regex = compile_pattern(match[3:])
+            except PatternError as exc:
                 c.error("match", f"invalid regular expression {json.dumps(match[3:])}: {exc}")
         if arg is not None and match is not None:
             conditions.append(Condition(arg=arg, match=match, negate=bool(negate), regex=regex))

@@ -11,7 +11,9 @@ it with ``match``:
 
 * a glob matches the whole text (``fnmatchcase``);
 * ``re:<pattern>`` is a regular expression with ``re.search`` semantics: it matches anywhere in
-  the text unless anchored (write ``re:^...$`` for a whole-text match);
+  the text unless anchored (write ``re:^...$`` for a whole-text match). It runs on RE2
+  (``engine.domain.patterns``), in time linear in the text: backreferences and lookaround are
+  refused when the config loads;
 * a string is compared as it is; a number, boolean, null or mapping through its canonical JSON
   (``5``, ``true``, ``null``, ``{"a":1}``);
 * a list is compared element by element (each element as above): the condition holds when
@@ -25,7 +27,13 @@ A glob's ``*`` matches any character, commas and spaces included: ``*@example.co
 single string ``"x@evil.test,a@example.com"``. A pattern meant for one address must say so
 (``re:^[^@,;\\s]+@example\\.com$``, as ``app.yaml`` ships). Because a list condition needs
 every element, a ``block`` rule meant to catch *any* bad element is written negated, over the
-elements that are fine: ``{arg: to, match: "re:^(?!.*@evil\\.example$)", negate: true}``.
+elements that are fine: ``{arg: to, match: "re:^[^@,;\\s]+@example\\.com$", negate: true}``.
+
+A condition reads at most ``MAX_MATCHED_CHARS`` (65,536) characters of a value (a string, or a
+non-string's canonical JSON). A longer one cannot be read: the condition neither holds nor
+fails. A rule none of whose conditions fails but one of which cannot be read fails closed
+like a malformed rule (below), naming the argument; a rule with a failing condition is simply
+not matched.
 
 Malformed rules fail closed. A malformed rule whose target (connector and action globs) matches
 the call is not evaluated further (its conditions may be incomplete); it sets a floor under the
@@ -43,6 +51,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from engine.domain.binding import canonical_json
+from engine.domain.patterns import MAX_MATCHED_CHARS
 from engine.domain.policy_rules import (
     MAX_CONDITIONS,
     ActionKind,
@@ -127,17 +136,24 @@ def evaluate_policy(
         if _unsound(rule):
             floor = _stricter(floor, _fail_closed(rule))
             continue
-        if all(_condition_matches(c, args) for c in rule.conditions):
-            assert rule.decision is not None  # a sound rule has one
-            found = PolicyDecision(
-                decision=rule.decision,
-                rule=rule_label(rule),
-                reason=f"rule {rule_label(rule)} says {rule.decision.value}",
-                approvers=rule.approvers,
-                channels=rule.channels,
-                timeout_minutes=rule.timeout_minutes,
-            )
-            return _with_floor(found, floor)
+        verdicts = [_condition_verdict(c, args) for c in rule.conditions]
+        if False in verdicts:
+            continue
+        unread = [c.arg for c, v in zip(rule.conditions, verdicts, strict=True) if v is None]
+        if unread:
+            why = f"argument {unread[0]} is longer than {MAX_MATCHED_CHARS:,} characters"
+            floor = _stricter(floor, _fail_closed(rule, unread=why))
+            continue
+        assert rule.decision is not None  # a sound rule has one
+        found = PolicyDecision(
+            decision=rule.decision,
+            rule=rule_label(rule),
+            reason=f"rule {rule_label(rule)} says {rule.decision.value}",
+            approvers=rule.approvers,
+            channels=rule.channels,
+            timeout_minutes=rule.timeout_minutes,
+        )
+        return _with_floor(found, floor)
     return _with_floor(_fallback(config, connector, action), floor)
 
 
@@ -172,39 +188,53 @@ def _unsound(rule: Rule) -> bool:
     )
 
 
-def _fail_closed(rule: Rule) -> PolicyDecision:
+def _fail_closed(rule: Rule, *, unread: str | None = None) -> PolicyDecision:
     decision = {
         Decision.BLOCK: Decision.BLOCK,
         Decision.ASK: Decision.ASK,
         Decision.ALLOW: Decision.ASK,
         None: Decision.BLOCK,
     }[rule.decision]
-    why = (rule.malformed or "invalid rule").split("\n")[0]
+    if unread is None:
+        why = (rule.malformed or "invalid rule").split("\n")[0]
+        state = f"is malformed ({why})"
+    else:
+        state = f"cannot be read ({unread})"
     return PolicyDecision(
         decision=decision,
         rule=rule_label(rule),
-        reason=f"rule {rule_label(rule)} is malformed ({why}); failing closed: {decision.value}",
+        reason=f"rule {rule_label(rule)} {state}; failing closed: {decision.value}",
         approvers=rule.approvers,
         channels=rule.channels,
         timeout_minutes=rule.timeout_minutes,
     )
 
 
-def _condition_matches(condition: Condition, args: Mapping[str, Any]) -> bool:
+def _condition_verdict(condition: Condition, args: Mapping[str, Any]) -> bool | None:
+    """Whether ``condition`` holds; None when a value it reads is too long to read."""
     value = _read_arg(args, condition.arg)
     if value is _MISSING or value == []:
         return False  # never, even negated
     if isinstance(value, list):
-        hit = all(_value_matches(condition, element) for element in value)
+        hit = _all_of([_value_verdict(condition, element) for element in value])
     else:
-        hit = _value_matches(condition, value)
-    return hit != condition.negate
+        hit = _value_verdict(condition, value)
+    return None if hit is None else hit != condition.negate
 
 
-def _value_matches(condition: Condition, value: Any) -> bool:
+def _all_of(verdicts: Sequence[bool | None]) -> bool | None:
+    """Three-valued ``all``: one False decides; else one unreadable leaves it open."""
+    if False in verdicts:
+        return False
+    return None if None in verdicts else True
+
+
+def _value_verdict(condition: Condition, value: Any) -> bool | None:
     text = value if isinstance(value, str) else canonical_json(value)
+    if len(text) > MAX_MATCHED_CHARS:
+        return None
     if condition.regex is not None:
-        return condition.regex.search(text) is not None
+        return condition.regex.search(text)
     return fnmatch.fnmatchcase(text, condition.match)
 
 

@@ -6,9 +6,10 @@ them. They live in the domain so the rule engine never imports the configuration
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from enum import StrEnum
+
+from engine.domain.patterns import TextPattern
 
 __all__ = ["MAX_CONDITIONS", "ActionKind", "Condition", "Decision", "PolicyMode", "Rule"]
 
@@ -35,12 +36,13 @@ class ActionKind(StrEnum):
 @dataclass(frozen=True, slots=True)
 class Condition:
     """``arg`` (a dot path into the call's arguments) matches ``match``: a glob, or a regular
-    expression written ``re:...`` (compiled into ``regex``). A missing argument never matches."""
+    expression written ``re:...`` (compiled by RE2 into ``regex``). A missing argument never
+    matches."""
 
     arg: str
     match: str
     negate: bool = False
-    regex: re.Pattern[str] | None = None
+    regex: TextPattern | None = None  # RE2 (``engine.domain.patterns``): linear time
 
     @property
     def is_regex(self) -> bool:

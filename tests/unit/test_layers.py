@@ -93,6 +93,7 @@ CONFINED = {
         "engine.domain.expression_sandbox",
         "engine.domain.expression_scan",
     ),
+    "re2": ("engine.domain.patterns",),  # the linear-time engine of re: conditions, in one place
 }
 
 

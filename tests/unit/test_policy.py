@@ -58,7 +58,7 @@ policies:
   - {name: numbers, decision: block, connector: crm, action: get,
      conditions: [{arg: ids, match: "re:^[0-9]+$"}]}
   - {name: any-evil, decision: block, connector: mailer, action: send,
-     conditions: [{arg: to, match: "re:^(?!.*@evil\\\\.example$)", negate: true}]}
+     conditions: [{arg: to, match: "re:^[^@]+@ok\\\\.org$", negate: true}]}
 """,
     "main": """
 policy: {defaultMode: allow_all}
