@@ -13,6 +13,9 @@ Every front end (REST API, web console, Slack, Teams, the CLI) asks here; none d
 - **Ratings** (feedback on steps) come from people only, never from agents.
 - **Operator takeovers** of a run may be opened, and decided, only by the run's own deciders
   (``run_deciders``) and by admins; a request cannot appoint deciders beyond them.
+- **The configuration in force now decides**: a request's approvers are fixed when it parks,
+  but a person who is no longer in ``people:`` may not grant, deny, take over or release it,
+  whatever the request, a signed link or a token says (admins are checked now too).
 - **Admin override**: an admin may decide any pending request of a run even when not among its
   approvers (recorded as ``{"override": "admin"}`` on the journal event and on the request);
   the four-eyes rules still hold (no deciding one's own run, nor the call of an agent acting
@@ -184,9 +187,13 @@ def decision_refusal(
     is ``release_refusal``'s rule."""
     if who.role == Role.AGENT:
         return "agents cannot decide approval requests"
+    doing = _DOING.get(verb, "decide it")
+    if who.person is not None and who.person not in config.people:
+        # The request's approvers were fixed when it parked; the configuration in force now
+        # says who may decide (a restart after removing someone ends their say).
+        return f"{who.person} is no longer in people:, so you cannot {doing}"
     if verb == "release" and request.decided_by is not None:
         return release_refusal(request, who)
-    doing = _DOING.get(verb, "decide it")
     if not request.allow_self_approval and request.requested_by in (who.name, who.person):
         return f"you started this run, so you cannot {doing}"
     if not request.approvers or (who.person is not None and who.person in request.approvers):
