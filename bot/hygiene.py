@@ -2,7 +2,8 @@
 query and console form value passes before a handler sees it.
 
 Headers (``add_headers``, an ``on_response_prepare`` signal, so aiohttp's own 404 and 405 answers
-and error pages carry them too): ``Server: Signoff`` (no aiohttp or Python version), the pages'
+and error pages carry them too; ``bot.serving`` adds them to the answers aiohttp's HTTP parser
+gives before any of that runs): ``Server: Signoff`` (no aiohttp or Python version), the pages'
 security headers (``SECURITY_HEADERS``) on every response, ``Cache-Control: no-store`` on all but
 the static files, and ``Strict-Transport-Security`` when ``server.publicUrl`` is https.
 
@@ -44,16 +45,27 @@ def is_web_path(path: str) -> bool:
     return any(path == p or path.startswith(p + "/") for p in _WEB_PREFIXES)
 
 
-async def add_headers(request: web.Request, response: web.StreamResponse) -> None:
-    """Set the headers every response carries (see the module's docstring)."""
+def stamp(response: web.StreamResponse, path: str, *, hsts: bool) -> None:
+    """Set the headers every response carries (see the module's docstring) on ``response``,
+    an answer to ``path``; ``hsts`` when the public URL is https."""
     headers = response.headers
     headers["Server"] = SERVER
     for name, value in SECURITY_HEADERS.items():
         headers.setdefault(name, value)
-    if not request.path.startswith(_CACHEABLE):
+    if not path.startswith(_CACHEABLE):
         headers["Cache-Control"] = "no-store"
-    if request.app[CONFIG].server.public_url.startswith("https://"):
+    if hsts:
         headers.setdefault("Strict-Transport-Security", HSTS)
+
+
+def wants_hsts(public_url: str) -> bool:
+    return public_url.startswith("https://")
+
+
+async def add_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """``stamp`` every answer of the application (an ``on_response_prepare`` signal); the
+    answers aiohttp's parser gives before the application sees a request are ``bot.serving``'s."""
+    stamp(response, request.path, hsts=wants_hsts(request.app[CONFIG].server.public_url))
 
 
 def check_request_text(request: web.Request) -> None:

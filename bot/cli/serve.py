@@ -30,9 +30,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # Listen first: "serving" and the sign-in link are printed only once the port is ours.
     sock = _listen(host, port)
 
-    from aiohttp import web
+    import asyncio
 
     from bot.app import create_app
+    from bot.hygiene import wants_hsts
+    from bot.serving import serve
     from bot.web.login import local_admin_link
 
     app = create_app(config, _engine_options())
@@ -42,9 +44,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     if (login := local_admin_link(config)) is not None:
         print(f"sign in to the console (this link works once): {login}", flush=True)
-    # run_app handles SIGINT/SIGTERM: it stops accepting, lets in-flight requests finish
-    # (shutdown_timeout), then runs the cleanup that stops workers at a commit point.
-    web.run_app(app, sock=sock, print=None, shutdown_timeout=15.0, access_log=None)
+    # On SIGINT/SIGTERM: stop accepting, let in-flight requests finish (shutdown_timeout), then
+    # run the cleanup that stops workers at a commit point (bot.serving).
+    hsts = wants_hsts(config.server.public_url)
+    asyncio.run(serve(app, sock, hsts=hsts, shutdown_timeout=15.0))
     return 0
 
 
