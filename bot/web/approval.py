@@ -5,7 +5,12 @@ Who may decide here, in order:
 * a signed link (``?p=&exp=&sig=``, ``engine.services.links``): its person, once, until the request
   expires; the only identity that needs no sign-in, which is why chat and webhooks carry it;
 * a console session (``bot.web.security``): the signed-in approver or admin;
-* nobody: the page shows the request read-only with a way to sign in.
+* nobody: the page says only that a request exists, with a way to sign in that comes back here.
+
+What it asks (summary, arguments, reason, approvers, history) is shown only to those who may see
+the request (``engine.domain.approvers.may_see``: its approvers, admins, the run's starter),
+through their link or session; anyone else, a chat's link preview or a mail scanner among them,
+gets the page without it. A GET never decides.
 
 What happened is always shown as a page, never an error: a used link says how it was used, a
 decided request who decided and when. A request that expired answers 410 with that page (its
@@ -126,9 +131,11 @@ async def show(
     engine = ctx.engine
     viewer = await _viewer(ctx, request, request_id)
     takeover = await engine.queries.get_takeover(request_id)
-    run, journal = await engine.queries.run_and_journal(takeover.run_id)
     now = engine.clock.now()
     where = situation(ctx, takeover, viewer, now)
+    if not engine.approvals.may_see(takeover, viewer.principal):
+        return await _hidden(request, request_id, viewer, where)
+    run, journal = await engine.queries.run_and_journal(takeover.run_id)
     shown = takeover
     if _expired(takeover, now) and takeover.status is TakeoverStatus.PENDING:
         shown = dataclasses.replace(takeover, status=TakeoverStatus.EXPIRED)  # sweeper is behind
@@ -152,7 +159,22 @@ async def show(
         problem=problem,
         viewer=viewer,
         history=history,
-        sign_in=login_url(action),
+    )
+
+
+async def _hidden(
+    request: web.Request, request_id: str, viewer: Viewer, where: Situation
+) -> web.Response:
+    """The page for someone who may not see the request: that it exists, and a way to sign in
+    (as someone who may) that comes back here. Its status stays what the request's state says
+    (410 once expired); a known person who may not see it gets 403."""
+    status = where.status if where.status == 410 or viewer.principal is None else 403
+    return await render(
+        request,
+        "approval_hidden.html.j2",
+        status=status,
+        viewer=viewer,
+        sign_in=login_url(_page_url(request_id, None)),
     )
 
 

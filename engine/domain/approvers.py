@@ -16,6 +16,8 @@ Every front end (REST API, web console, Slack, Teams, the CLI) asks here; none d
 - **The configuration in force now decides**: a request's approvers are fixed when it parks,
   but a person who is no longer in ``people:`` may not grant, deny, take over or release it,
   whatever the request, a signed link or a token says (admins are checked now too).
+- **Seeing a request**: its arguments and reason are shown to its approvers, admins and the
+  run's starter (``may_see``); anyone else learns only that it exists.
 - **Admin override**: an admin may decide any pending request of a run even when not among its
   approvers (recorded as ``{"override": "admin"}`` on the journal event and on the request);
   the four-eyes rules still hold (no deciding one's own run, nor the call of an agent acting
@@ -204,6 +206,26 @@ def decision_refusal(
             return f"the agent acts for you, so you cannot {doing}"
         return None  # an admin override
     return "you are not an approver for this request"
+
+
+def may_see(request: TakeoverRequest, who: Principal | None) -> bool:
+    """Whether ``who`` may see what ``request`` asks (its arguments, summary, reason and
+    approvers): its approvers (any person or approver token when it names none), admins, whoever
+    started its run, and whoever voted on, took over or released it. Nobody else, and no agent:
+    the approval page shows them only that a request exists (link previewers open it too)."""
+    if who is None or who.role == Role.AGENT:
+        return False
+    if who.is_admin or not request.approvers:
+        return True
+    names = {who.name, who.person} - {None}
+    involved = {
+        request.requested_by,
+        request.decided_by,
+        request.released_by,
+        *request.approvers,
+        *(vote.person for vote in request.votes),
+    }
+    return bool(names & involved)
 
 
 def release_refusal(request: TakeoverRequest, who: Principal) -> str | None:

@@ -21,6 +21,7 @@ from engine.config import AppConfig, parse_config
 from engine.domain import notify
 from engine.domain.approvers import (
     decision_refusal,
+    may_see,
     override_of,
     release_refusal,
     run_deciders,
@@ -82,6 +83,11 @@ class Approvals:
         when they may (``engine.domain.approvers``: approvers, admins as an override; the taker or
         an admin releases)."""
         return decision_refusal(self.config, request, who, verb)
+
+    def may_see(self, request: TakeoverRequest, who: Principal | None) -> bool:
+        """Whether ``who`` may see ``request``'s arguments and reason (``engine.domain.approvers``:
+        its approvers, admins, the run's starter)."""
+        return may_see(request, who)
 
     def release_refusal(self, request: TakeoverRequest, who: Principal) -> str | None:
         """Why ``who`` may not release ``request`` taken over (``engine.domain.approvers``)."""

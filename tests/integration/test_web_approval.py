@@ -56,7 +56,21 @@ async def _parked(api: Api, workflow: str = "refund-demo", **input: Any) -> Any:
     return await pending_request(api.engine, run.id)
 
 
-async def test_the_plain_approval_url_shows_the_request_and_a_way_to_sign_in(api: Api) -> None:
+# What the refund-demo request asks: its reason (the agent's text), arguments and approvers.
+ASKS = ("Refund 37.51 EUR for A-1042", "A-1042", "37.51", "&#34;amount&#34;", "carol")
+
+
+def assert_hidden(html: str) -> None:
+    """The page says a request exists, and nothing of what it asks."""
+    for text in ASKS:
+        assert text not in html, text
+    assert 'name="action"' not in html and "History of this request" not in html
+    assert "<title>Approval request · Signoff</title>" in html
+
+
+async def test_the_plain_approval_url_says_only_that_a_request_exists(api: Api) -> None:
+    """Without a session or a link (a chat's link preview, a mail scanner): no summary, no
+    arguments, no approvers, no reason; a sign-in that comes back to the page."""
     request = await _parked(api)
     status, body = await api.call("GET", f"/v1/runs/{request.run_id}/takeover", as_="bob")
     assert status == 200
@@ -66,10 +80,76 @@ async def test_the_plain_approval_url_shows_the_request_and_a_way_to_sign_in(api
     status, html = await page(api.client, local(approval_url))
 
     assert status == 200
-    assert "Refund 37.51 EUR for A-1042" in html
-    assert "&#34;amount&#34;: 37.51," in html  # the exact arguments, as text
-    assert "sign in to decide" in html
-    assert 'name="action"' not in html  # read-only without an identity
+    assert_hidden(html)
+    assert "An approval request is here. Sign in to see what it asks" in html
+    sign_in = f"/console/login?next=%2Fapprovals%2F{request.id}"
+    assert f'href="{sign_in}"' in html
+    # Signing in there comes back to the page, which then shows the request.
+    _, login = await page(api.client, sign_in)
+    resp = await api.client.post(
+        "/console/login",
+        data={
+            "token": api.tokens["bob"],
+            "next": f"/approvals/{request.id}",
+            "csrf_token": csrf_of(login),
+        },
+        allow_redirects=False,
+    )
+    assert resp.status == 303 and resp.headers["Location"] == f"/approvals/{request.id}"
+    status, html = await page(api.client, f"/approvals/{request.id}")
+    assert status == 200
+    assert "Refund 37.51 EUR for A-1042" in html and "&#34;amount&#34;: 37.51," in html
+    assert 'value="grant"' in html
+
+
+async def test_a_session_of_someone_who_may_not_see_it_gets_no_arguments(api: Api) -> None:
+    request = await _parked(api)  # approvers: finance = alice, bob, carol; dave is not one
+    await sign_in(api.client, api.tokens["dave"])
+
+    status, html = await page(api.client, f"/approvals/{request.id}")
+
+    assert status == 403
+    assert_hidden(html)
+    assert "dave: you are not an approver for this request, so this page does not show" in html
+    resp = await submit(api.client, f"/approvals/{request.id}", {"action": "grant"})
+    assert resp.status == 403
+    assert_hidden(await resp.text())
+    assert (await api.engine.store.get_takeover(request.id)).status == TakeoverStatus.PENDING
+
+
+@pytest.mark.parametrize("who", ["bob", "admin"])
+async def test_approvers_and_admins_see_the_arguments(api: Api, who: str) -> None:
+    request = await _parked(api, "bobs-and-carols", amount="1")  # alice (admin) is not named
+    await sign_in(api.client, api.tokens[who])
+
+    status, html = await page(api.client, f"/approvals/{request.id}")
+
+    assert status == 200
+    assert "bob, carol" in html or ("bob" in html and "carol" in html)
+    assert 'value="grant"' in html
+
+
+async def test_the_runs_starter_sees_what_it_asks_but_cannot_decide(api: Api) -> None:
+    run, _ = await api.engine.runs.start_run(
+        "refund-demo", {"order": "A-1042"}, api.engine.principal_for_person("dave")
+    )
+    request = await pending_request(api.engine, run.id)
+    await sign_in(api.client, api.tokens["dave"])  # dave is no approver of refund-demo
+
+    status, html = await page(api.client, f"/approvals/{request.id}")
+
+    assert status == 200
+    assert "Refund 37.51 EUR for A-1042" in html and "&#34;amount&#34;: 37.51," in html
+    assert "you started this run, so you cannot approve it" in html
+    assert 'name="action"' not in html
+
+
+async def test_the_live_timeline_needs_a_session(api: Api) -> None:
+    """The only endpoint a page polls (the console's run timeline) answers nobody."""
+    request = await _parked(api)
+    resp = await api.client.get(f"/console/runs/{request.run_id}/events")
+    assert resp.status == 401
+    assert "A-1042" not in await resp.text()
 
 
 async def test_a_signed_link_approves_once_and_then_shows_what_happened(api: Api) -> None:
@@ -130,7 +210,7 @@ async def test_a_link_for_someone_who_may_not_decide_is_refused(api: Api) -> Non
     status, html = await page(api.client, link)
     assert status == 403
     assert "dave: you are not an approver for this request" in html
-    assert 'name="action"' not in html
+    assert_hidden(html)  # a signed link shows what it asks only to someone who may see it
 
     resp = await submit(api.client, link, {"action": "grant"}, csrf_from="/console/login")
     assert resp.status == 403

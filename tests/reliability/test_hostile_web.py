@@ -1,5 +1,6 @@
-"""Hostile HTTP against a real ``signoff serve`` (issue 29, item 9): requests aiohttp's parser
-refuses before any middleware sees them, written on a raw socket (no client would send them).
+"""Hostile HTTP against a real ``signoff serve`` (issue 29, items 9 and 13): requests aiohttp's
+parser refuses before any middleware sees them, written on a raw socket (no client would send
+them), and the approval page fetched by someone who is nobody.
 
 Expected: a 4xx with ``{error, message}`` and the headers every answer carries (``Server:
 Signoff`` without a version, the content security policy, ``nosniff``, frame denial and
@@ -18,6 +19,7 @@ import pytest
 from tests.reliability.hostile import (  # latency_report: the module's worst /healthz, printed
     assert_refused,
     latency_report,  # noqa: F401
+    send,
     watching,
 )
 from tests.reliability.served import Target
@@ -96,3 +98,19 @@ def test_a_request_the_parser_refuses_gets_signoffs_headers(target: Target, case
         assert_signoff_headers(headers)
         text = json.dumps(headers) + body.decode("utf-8", "replace")
         assert "aiohttp" not in text and "Python" not in text, text[:500]
+
+
+def test_the_approval_page_and_its_json_show_nobody_the_arguments(target: Target) -> None:
+    """No session, no signed link: the page says a request exists and offers to sign in; the
+    API behind it answers nobody."""
+    page = f"/approvals/{target.request_id}"
+    with watching("the approval page to nobody", target):
+        status, headers, body = send(target, "GET", page, token=None)
+        assert status == 200
+        assert_signoff_headers({k.lower(): v for k, v in headers.items()})
+        html = body.decode()
+        assert "o-1" not in html  # the run's order: the card's arguments and summary
+        assert "bob" not in html  # the approvers
+        assert "/console/login?next=" + urllib.parse.quote(page, safe="") in html
+        status, _, body = send(target, "GET", f"/v1/runs/{target.run_id}/takeover", token=None)
+        assert_refused(status, body, 401)
