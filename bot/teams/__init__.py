@@ -16,6 +16,9 @@ body is then parsed with ``engine.domain.json_input`` (400 for what it refuses).
 is ``teams.insecureLocalDev: true``, accepted only with ``server.host`` on loopback: then
 unsigned requests are accepted (the Agents Playground, the tests), with a loud warning at
 start.
+
+With ``teams.tenantId`` set, an activity from another tenant, or naming none, is refused with
+403 whatever its token (``activities.tenant_refusal``), unsigned ones included.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from bot.teams.adapter import BadActivity, NotAuthenticated, TeamsAdapter
+from bot.teams.adapter import BadActivity, ForeignTenant, NotAuthenticated, TeamsAdapter
 from bot.teams.handlers import TeamsHandlers
 from bot.teams.pacing import Pacing
 from bot.teams.sink import TeamsSink
@@ -76,6 +79,11 @@ def install(app: web.Application, engine: Engine) -> None:
             return _error(401, "unauthorized", "a valid Bot Framework token is required")
         except BadActivity as exc:
             return _error(400, "invalid_activity", str(exc))
+        except ForeignTenant as exc:
+            log.warning("teams: refused an activity from another tenant: %s", exc)
+            return _error(
+                403, "wrong_tenant", f"{exc}: this bot serves one tenant; nothing changed"
+            )
         if invoke is None:
             return web.Response(status=200)
         return web.json_response(invoke.body, status=invoke.status)
@@ -95,6 +103,12 @@ def install(app: web.Application, engine: Engine) -> None:
             "in production",
             ROUTE,
         )
+        if config.tenant_id:
+            log.warning(
+                "teams: teams.tenantId is set, so only activities naming tenant %s are "
+                "accepted (the Agents Playground names its own tenant: set the same id there)",
+                config.tenant_id,
+            )
 
 
 def _error(status: int, code: str, message: str) -> web.Response:

@@ -1,12 +1,13 @@
 """What ``bot/teams/`` exchanges with the Bot Framework boundary (``bot.teams.adapter``), in plain
 dataclasses: ``Incoming`` (one activity as received), ``TurnReply`` (an invoke's answer),
 ``Outgoing`` (a message to send), ``ConnectorFailure`` (a send that failed, with the HTTP status
-and any ``Retry-After``), and the conversation ids of channel threads. Nothing here imports the
+and any ``Retry-After``), ``tenant_refusal`` (the ``teams.tenantId`` rule), and the conversation
+ids of channel threads. Nothing here imports the
 SDK, so the handlers, the renderers and the sink never load it through these."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +56,46 @@ class TurnReply:
 
 class BadActivity(Exception):
     """The body is not an activity."""
+
+
+class ForeignTenant(Exception):
+    """The activity comes from another Microsoft 365 tenant than ``teams.tenantId``."""
+
+
+def stated_tenants(body: dict[str, Any], claims: dict[str, Any]) -> list[object]:
+    """Every tenant id the request states (``tenant_refusal``), read from the body as sent:
+    ``channelData.tenant.id``, ``conversation.tenantId`` (Teams' spelling, which the SDK's
+    model drops: it reads only ``tenantID``) and ``conversation.tenantID``, and the token's
+    ``tid`` claim. A missing key or a null states nothing; any other value is compared."""
+    named: list[object] = []
+    data = body.get("channelData")
+    tenant = data.get("tenant") if isinstance(data, dict) else None
+    named.append(tenant.get("id") if isinstance(tenant, dict) else tenant)
+    conversation = body.get("conversation")
+    if isinstance(conversation, dict):
+        named += [conversation.get("tenantId"), conversation.get("tenantID")]
+    named.append(claims.get("tid"))
+    return named
+
+
+def tenant_refusal(required: str, named: Iterable[object]) -> str | None:
+    """Why an activity may not act for a bot of tenant ``required`` (None: it may).
+
+    ``named`` is every tenant id the request states: ``channelData.tenant.id`` and
+    ``conversation.tenantId`` of the activity (where Teams puts it), and the token's ``tid``
+    claim when it has one (Bot Framework channel tokens carry none). Each one stated must be
+    ``required``; with ``required`` set, an activity stating none is refused too: Teams always
+    sends ``channelData.tenant``, so one without it did not come from Teams."""
+    if not required:
+        return None
+    stated = [tenant for tenant in named if tenant is not None]
+    if not stated:
+        return "the activity names no tenant, and teams.tenantId requires one"
+    for tenant in stated:
+        # Tenant ids are GUIDs; Teams and Entra spell them in lowercase, but case is no identity.
+        if not isinstance(tenant, str) or tenant.lower() != required.lower():
+            return f"the activity is from tenant {str(tenant)[:64]!r}, not teams.tenantId"
+    return None
 
 
 @dataclass

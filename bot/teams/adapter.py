@@ -60,6 +60,7 @@ from bot.teams.activities import (
     ADAPTIVE_CARD,
     BadActivity,
     ConnectorFailure,
+    ForeignTenant,
     Incoming,
     InvokeReply,
     Outgoing,
@@ -67,6 +68,8 @@ from bot.teams.activities import (
     TurnHandler,
     TurnReply,
     base_conversation_id,
+    stated_tenants,
+    tenant_refusal,
     thread_conversation_id,
     thread_root,
 )
@@ -88,11 +91,14 @@ def _auth_settings(config: TeamsConfig) -> SimpleNamespace:
     name. The issuer/metadata overrides exist for tests (a local OpenID document) and sovereign
     clouds; with either set, the SDK takes its "parameterized" path, which then needs every
     endpoint spelled out, so the public-cloud values fill the rest."""
+    # Single-tenant credentials need an app id (the SDK raises without one); with
+    # insecureLocalDev there is none, and teams.tenantId only filters incoming activities.
+    single_tenant = bool(config.app_id and config.tenant_id)
     settings = SimpleNamespace(
         APP_ID=config.app_id,
         APP_PASSWORD=config.app_password,
-        APP_TYPE="SingleTenant" if config.tenant_id else "MultiTenant",
-        APP_TENANTID=config.tenant_id or None,
+        APP_TYPE="SingleTenant" if single_tenant else "MultiTenant",
+        APP_TENANTID=config.tenant_id if single_tenant else None,
     )
     if config.open_id_metadata_url or config.token_issuer:
         c = AuthenticationConstants
@@ -126,6 +132,7 @@ class TeamsAdapter:
         (proactive sends and updates), so one rate limiter sees them all;
         ``fetch_timeout`` bounds each fetch of the signing keys."""
         self.app_id = config.app_id
+        self.tenant_id = config.tenant_id
         self._pace = pace
         self.authenticated = config.authenticated
         metadata_url = (
@@ -169,7 +176,8 @@ class TeamsAdapter:
 
         Authentication runs first and alone, so that a bad token is ``NotAuthenticated``
         (HTTP 401) and never confused with a failure inside the turn (HTTP 500); its result
-        goes to ``process_activity`` in the auth argument's place."""
+        goes to ``process_activity`` in the auth argument's place. With ``teams.tenantId``
+        set, an activity (or token) from another tenant is then ``ForeignTenant``."""
         if not isinstance(body, dict):
             raise BadActivity("the body is not a JSON object")
         try:
@@ -190,6 +198,10 @@ class TeamsAdapter:
             auth = await self._auth.authenticate_request(activity, auth_header)
         except Exception as exc:  # PermissionError, PyJWT errors, a key id not in the JWKS...
             raise NotAuthenticated(f"{type(exc).__name__}: {exc}") from exc
+        claims = auth.claims_identity.claims if auth.claims_identity is not None else None
+        why = tenant_refusal(self.tenant_id, stated_tenants(body, claims or {}))
+        if why is not None:
+            raise ForeignTenant(why)
 
         async def on_turn(context: TurnContext) -> None:
             async with _closing(context):
@@ -376,6 +388,7 @@ __all__ = [
     "ADAPTIVE_CARD",
     "BadActivity",
     "ConnectorFailure",
+    "ForeignTenant",
     "Incoming",
     "InvokeReply",
     "NotAuthenticated",

@@ -97,7 +97,8 @@ class SlackConfig:
 class TeamsConfig:
     """With an app id the Teams endpoint checks every request's Bot Framework token. Without
     one it is not mounted at all, unless ``insecureLocalDev`` (loopback servers only) asks
-    for it to accept unsigned requests, as the Agents Playground sends them."""
+    for it to accept unsigned requests, as the Agents Playground sends them. ``tenant_id``
+    makes the app single-tenant (with an app id) and refuses other tenants' activities."""
 
     app_id: str = ""
     app_password: str = ""
@@ -307,10 +308,16 @@ def parse_teams(raw: Any, path: str, problems: list[str], server_host: str) -> T
             f"(127.0.0.1, ::1 or localhost), got {server_host!r}",
         )
         insecure = False
+    app_id = s.text("appId", "") or ""
+    app_password = s.text("appPassword", "") or ""
+    tenant_id = s.text("tenantId", "") or ""
+    if app_id and tenant_id and not app_password:
+        # The Bot Framework SDK would raise at start: a single-tenant app signs in with it.
+        s.error("appPassword", "required for a single-tenant app (teams.tenantId is set)")
     return TeamsConfig(
-        app_id=s.text("appId", "") or "",
-        app_password=s.text("appPassword", "") or "",
-        tenant_id=s.text("tenantId", "") or "",
+        app_id=app_id,
+        app_password=app_password,
+        tenant_id=tenant_id,
         open_id_metadata_url=s.url("openIdMetadataUrl"),
         token_issuer=s.text("tokenIssuer") or None,
         insecure_local_dev=insecure,
