@@ -13,6 +13,7 @@ if TYPE_CHECKING:
     import socket
 
     from engine.assembly import EngineOptions
+    from engine.config import AppConfig
 
 
 def add_parser(sub: Any) -> None:
@@ -29,6 +30,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     port = args.port or config.server.port
     # Listen first: "serving" and the sign-in link are printed only once the port is ours.
     sock = _listen(host, port)
+    by = "--host" if args.host else "server.host (or SIGNOFF_HOST)"
+    _refuse_unsigned_teams_off_loopback(config, sock, by)
 
     import asyncio
 
@@ -83,6 +86,25 @@ def _listen(host: str, port: int) -> socket.socket:
         raise SystemExit(EXIT_CONFIG) from None
     sock.setblocking(False)
     return sock
+
+
+def _refuse_unsigned_teams_off_loopback(config: AppConfig, sock: socket.socket, by: str) -> None:
+    """``teams.insecureLocalDev`` lets anyone who reaches the port act as anyone: exit 2 unless
+    the address actually bound is loopback, whatever chose it (``--host``, ``SIGNOFF_HOST``,
+    ``server.host``; the config check sees only the last two)."""
+    from engine.config.sections import is_loopback
+
+    bound = str(sock.getsockname()[0])
+    if not config.teams.insecure_local_dev or is_loopback(bound):
+        return
+    sock.close()
+    print(
+        "config error: teams.insecureLocalDev: accepts unsigned Teams requests, so serve must "
+        f"listen on loopback only (127.0.0.1, ::1 or localhost), but {by} has it listening on "
+        f"{bound}: listen on loopback, or remove teams.insecureLocalDev",
+        file=sys.stderr,
+    )
+    raise SystemExit(EXIT_CONFIG)
 
 
 def _engine_options() -> EngineOptions | None:

@@ -13,9 +13,9 @@ request must carry a Bot Framework JWT from the configured issuer for that app i
 checked from the Authorization header alone before the body is read (401 otherwise), and the
 body is then parsed with ``engine.domain.json_input`` (400 for what it refuses). Without an app id,
 ``/api/messages`` is not mounted (404) and nothing is delivered to Teams. The one exception
-is ``teams.insecureLocalDev: true``, accepted only with ``server.host`` on loopback: then
-unsigned requests are accepted (the Agents Playground, the tests), with a loud warning at
-start.
+is ``teams.insecureLocalDev: true``, accepted only on loopback (``server.host``, and
+``signoff serve`` checks the address it actually listens on): then unsigned requests are
+accepted (the Agents Playground, the tests), with a loud warning at start.
 
 With ``teams.tenantId`` set, an activity from another tenant, or naming none, is refused with
 403 whatever its token (``activities.tenant_refusal``), unsigned ones included.
