@@ -92,7 +92,7 @@ class Engine:
         self.owner = opts.owner or f"{socket.gethostname()}:{self.ids.new_id()[-8:]}"
         # Python callables (tools, python connectors) run on these threads, under time limits.
         self.callables = CallableRunner()
-        self.tools = PythonTools(config.tools, self.callables, operator_functions(config))
+        self.tools = PythonTools(config.tools, self.callables, config.operator_functions())
         built = {
             **build_connectors(config, self.store, self.clock, self.callables),
             **opts.extra_connectors,
@@ -297,12 +297,6 @@ def build_sampler(config: AppConfig) -> OpenAICompatibleSampler | None:
         llm.max_retries,
         proxies=config.proxies,
     )
-
-
-def operator_functions(config: AppConfig) -> frozenset[str]:
-    """The functions ``app.yaml``'s own workflows name in `tool` nodes (the operator's)."""
-    nodes = (n for wf in config.workflows.values() for n in wf.nodes)
-    return frozenset(n.function for n in nodes if n.type == NodeType.TOOL and n.function)
 
 
 def build_connectors(

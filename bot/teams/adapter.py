@@ -40,9 +40,7 @@ from typing import Any
 from azure.core.exceptions import DeserializationError
 from botbuilder.core import BotAdapter, InvokeResponse, TurnContext
 from botbuilder.core.cloud_adapter_base import CloudAdapterBase
-from botbuilder.integration.aiohttp import (
-    CloudAdapter,
-)
+from botbuilder.integration.aiohttp import CloudAdapter
 from botbuilder.schema import (
     Activity,
     ActivityTypes,

@@ -31,7 +31,7 @@ from engine.config.values import join
 from engine.config.workflows import parse_workflow
 from engine.domain.approvers import is_admin
 from engine.domain.errors import ConfigError
-from engine.domain.model import Workflow
+from engine.domain.model import NodeType, Workflow
 from engine.domain.policy_rules import Rule
 from engine.domain.proxies import ProxySettings
 
@@ -122,6 +122,11 @@ class AppConfig:
                         f"approvers are only {len(default_deciders)} people"
                     )
         return problems
+
+    def operator_functions(self) -> frozenset[str]:
+        """The functions ``app.yaml``'s own workflows name in `tool` nodes (the operator's)."""
+        nodes = (n for wf in self.workflows.values() for n in wf.nodes)
+        return frozenset(n.function for n in nodes if n.type == NodeType.TOOL and n.function)
 
     def stored_tool_problems(self, workflow: Workflow) -> list[str]:
         """The tools a stored ``workflow`` names beyond ``tools:`` (checked again before it
