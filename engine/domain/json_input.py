@@ -23,6 +23,9 @@ from engine.domain.errors import InvalidRequest
 
 MAX_DEPTH = 64
 # Integers beyond 64 bits lose precision in JavaScript clients and in most databases' JSON.
+# The bound holds for every number, however written: JSON Schema (``/openapi.json``) cannot tell
+# ``1e19`` from ``10000000000000000000``, so a schema that says "at most MAX_INT" is only true if
+# the server refuses both.
 MAX_INT = 2**63 - 1
 _MAX_INT_DIGITS = len(str(MAX_INT)) + 1  # a sign and the digits: anything longer is too big
 _BAD_CHAR = re.compile("[\x00\ud800-\udfff]")
@@ -38,6 +41,8 @@ def _parse_float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise _Refused(f"a number too large to represent ({text[:40]})")
+    if abs(value) > MAX_INT:
+        raise _Refused(f"a number outside ±{MAX_INT} ({text[:40]})")
     return value
 
 
@@ -88,6 +93,8 @@ def check_value(value: Any, what: str = "the body") -> None:
         elif isinstance(item, float):
             if not math.isfinite(item):
                 raise InvalidRequest(f"{where} is {item} (JSON has no non-finite numbers)")
+            if abs(item) > MAX_INT:
+                raise InvalidRequest(f"{where} is a number outside ±{MAX_INT}")
         elif isinstance(item, dict | list | tuple):
             if depth > MAX_DEPTH:
                 raise InvalidRequest(f"{what} is nested more than {MAX_DEPTH} levels deep")

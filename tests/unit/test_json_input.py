@@ -19,6 +19,8 @@ from engine.domain.json_input import MAX_DEPTH, check_text, check_value, parse_j
         ('{"amount": 1e400}', "too large"),
         ('{"n": ' + "9" * 5000 + "}", "integer outside"),
         ('{"n": 9223372036854775808}', "integer outside"),
+        ('{"n": 1e19}', "number outside"),  # JSON Schema's "maximum" cannot tell the two apart
+        ('{"n": -9.3e18}', "number outside"),
         ("[" * 10_000 + "]" * 10_000, "nested more than"),
         ("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), "nested more than"),
         ('{"key": "a\\u0000b"}', "NUL"),
