@@ -20,7 +20,10 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
+# Each rule once, as the text both the parsers here and the API's JSON Schema use
+# (``engine.config.workflow_schema``).
+NAME = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}"
+NAME_RE = re.compile(NAME + r"\Z")
 CALLABLE_RE = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
 _TOKEN = re.compile(r"\$\$\{|\$\{")
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

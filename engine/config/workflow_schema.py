@@ -32,7 +32,12 @@ from engine.config.workflows import (
 )
 from engine.domain.model import END, NodeType, TimeoutBehavior
 
-__all__ = ["WORKFLOW_BODY", "anchored"]
+__all__ = ["MAX_NAMES", "MAX_NODES", "WORKFLOW_BODY", "anchored"]
+
+# Sizes only the API bounds (``app.yaml`` is the operator's own): a stored workflow is checked
+# node by node in Python, ~2 ms per node with long lists, so these keep one body's check short.
+MAX_NODES = 200
+MAX_NAMES = 50  # approvers, escalateTo, channels
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
 _DOTTED = rf"{_IDENT}(\.{_IDENT})*"
@@ -50,7 +55,9 @@ def _text(pattern: str | None = None) -> dict[str, Any]:
 
 
 def _names(**more: Any) -> dict[str, Any]:
-    return {"type": "array", "items": _text(), "uniqueItems": True, **more}
+    # maxItems first: jsonschema checks keywords in order, so an over-long list is refused
+    # before its items and uniqueness (quadratic for mixed types) are looked at.
+    return {"maxItems": MAX_NAMES, "type": "array", "items": _text(), "uniqueItems": True, **more}
 
 
 def _minutes() -> dict[str, Any]:
@@ -74,6 +81,7 @@ PROPERTIES: dict[str, dict[str, Any]] = {
     "channels": _names(items={"type": "string", "pattern": _CHANNEL}),
     "timeoutMinutes": _minutes(),
     "function": _text(f"{_DOTTED}:{_DOTTED}"),
+    "tool": _text(NAME),
     "connector": _text(NAME),
     "action": _text(NAME),
     "prompt": _text(),
@@ -93,12 +101,15 @@ assert PROPERTIES.keys() == NODE_KEYS, sorted(PROPERTIES.keys() ^ NODE_KEYS)
 
 def _by_type(node_type: NodeType) -> dict[str, Any]:
     """What a node of ``node_type`` must have, and the keys of other types it must not."""
+    then: dict[str, Any] = {
+        "required": list(REQUIRED_KEYS[node_type]),
+        "properties": {key: False for key, types in ONLY_ON.items() if node_type not in types},
+    }
+    if node_type == NodeType.TOOL:  # a declared tool's name, or its function: one, not both
+        then["oneOf"] = [{"required": ["tool"]}, {"required": ["function"]}]
     return {
         "if": {"properties": {"type": {"const": node_type.value}}, "required": ["type"]},
-        "then": {
-            "required": list(REQUIRED_KEYS[node_type]),
-            "properties": {key: False for key, types in ONLY_ON.items() if node_type not in types},
-        },
+        "then": then,
     }
 
 
@@ -118,7 +129,7 @@ WORKFLOW_BODY: dict[str, Any] = {
     "type": "object",
     "properties": {
         "name": _text(NAME),
-        "nodes": {"type": "array", "items": NODE, "minItems": 1},
+        "nodes": {"maxItems": MAX_NODES, "type": "array", "items": NODE, "minItems": 1},
     },
     "required": ["name", "nodes"],
     "additionalProperties": False,

@@ -14,12 +14,12 @@ loading helpers, not rules, so the domain keeps only what a loaded graph means
 from __future__ import annotations
 
 import difflib
-import itertools
 import json
 import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from engine.config.cycles import cycle_problems
 from engine.config.values import (
     CALLABLE_RE,
     NAME_RE,
@@ -32,12 +32,14 @@ from engine.config.values import (
 from engine.domain.errors import ConfigError
 from engine.domain.expressions import check_template
 from engine.domain.model import END, Node, NodeType, TimeoutBehavior, Workflow
-from engine.domain.workflows import successors
 
 __all__ = ["check_channel", "load_workflow", "parse_workflow"]
 
-NODE_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}\Z")
-SLACK_CHANNEL_RE = re.compile(r"[CGD][A-Z0-9]{2,}\Z")
+NODE_ID = r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}"
+NODE_ID_RE = re.compile(NODE_ID + r"\Z")
+SLACK_CHANNEL = r"[CGD][A-Z0-9]{2,}"
+SLACK_CHANNEL_RE = re.compile(SLACK_CHANNEL + r"\Z")
+MAX_MINUTES = 1440  # timeoutMinutes, remindBeforeMinutes, escalateAfterMinutes: at most a day
 DEFAULT_REASON = "Approval required"
 
 _APPROVAL = frozenset({NodeType.APPROVAL})
@@ -45,7 +47,7 @@ _ARGS_TYPES = frozenset({NodeType.TOOL, NodeType.CONNECTOR, NodeType.AI_STEP, No
 # Keys that only make sense on some node types. ``channels``, ``approvers``,
 # ``approvalsRequired``, ``allowSelfApproval`` and ``timeoutMinutes`` are absent on purpose: a
 # confidence-gate diversion of any step uses them.
-_ONLY_ON: dict[str, frozenset[NodeType]] = {
+ONLY_ON: dict[str, frozenset[NodeType]] = {
     "function": frozenset({NodeType.TOOL}),
     "tool": frozenset({NodeType.TOOL}),
     "connector": frozenset({NodeType.CONNECTOR}),
@@ -62,12 +64,12 @@ _ONLY_ON: dict[str, frozenset[NodeType]] = {
     "escalateAfterMinutes": _APPROVAL,
     "escalateTo": _APPROVAL,
 }
-_NODE_KEYS = frozenset(
+NODE_KEYS = frozenset(
     {"id", "type", "next", "approvers", "approvalsRequired", "allowSelfApproval", "channels"}
     | {"timeoutMinutes"}
-    | _ONLY_ON.keys()
+    | ONLY_ON.keys()
 )
-_REQUIRED: dict[NodeType, tuple[str, ...]] = {
+REQUIRED_KEYS: dict[NodeType, tuple[str, ...]] = {
     NodeType.TOOL: (),  # tool or function: checked with them
     NodeType.CONNECTOR: ("connector", "action"),
     NodeType.AI_STEP: ("prompt",),
@@ -180,60 +182,13 @@ def _parse_nodes(raw: Any, path: str, problems: list[str], expand: Expand | None
         tail = f" (did you mean {hint[0]}?)" if hint else ""
         problems.append(f"{at}.{key}: no node has id {json.dumps(target)}{tail}")
     if len(nodes) == len(raw) == len(first_at) and not dangling:
-        problems.extend(_cycle_problems(nodes, path))
+        problems.extend(cycle_problems(nodes, path))
     return nodes
-
-
-def _cycle_problems(nodes: list[Node], path: str) -> list[str]:
-    """One problem per cycle, reported at the backward edge (``next``/``onDeny``) closing it."""
-    graph = Workflow(name="-", nodes=tuple(nodes))
-    position = {n.id: i for i, n in enumerate(nodes)}
-    found: list[str] = []
-    seen_cycles: set[frozenset[str]] = set()
-    state: dict[str, int] = {}  # 1: on the DFS stack, 2: done
-    stack: list[str] = []
-
-    def visit(node_id: str) -> None:
-        state[node_id] = 1
-        stack.append(node_id)
-        node = graph.nodes[position[node_id]]
-        for target in successors(graph, node):
-            if state.get(target) == 1:
-                cycle = [*stack[stack.index(target) :], target]
-                if frozenset(cycle) not in seen_cycles:
-                    seen_cycles.add(frozenset(cycle))
-                    found.append(_describe_cycle(cycle, graph, position, path))
-            elif target not in state:
-                visit(target)
-        stack.pop()
-        state[node_id] = 2
-
-    for node in nodes:
-        if node.id not in state:
-            visit(node.id)
-    return found
-
-
-def _describe_cycle(
-    cycle: list[str],
-    graph: Workflow,
-    position: dict[str, int],
-    path: str,
-) -> str:
-    # A cycle needs an edge back to an earlier (or the same) node; list order only goes forward,
-    # so that edge is an explicit ``next`` or ``onDeny``: point at it.
-    for src, dst in itertools.pairwise(cycle):
-        if position[dst] <= position[src]:
-            node = graph.nodes[position[src]]
-            key = "next" if node.next == dst else "onDeny"
-            at = join(path, position[src])
-            return f"{at}.{key}: creates a cycle: {' -> '.join(cycle)}"
-    return f"{path}: cycle: {' -> '.join(cycle)}"  # pragma: no cover - unreachable
 
 
 def _parse_node(raw: Any, path: str, problems: list[str], expand: Expand | None) -> Node | None:
     before = len(problems)
-    s = Section(raw, path, problems, _NODE_KEYS)
+    s = Section(raw, path, problems, NODE_KEYS)
     if not s.valid:
         return None
     if raw is None:
@@ -261,13 +216,13 @@ def _parse_node(raw: Any, path: str, problems: list[str], expand: Expand | None)
             s.error("type", f"unknown node type {json.dumps(type_text)} ({hint})")
     if node_type is not None:
         for key, value in s.data.items():
-            allowed = _ONLY_ON.get(key)
+            allowed = ONLY_ON.get(key)
             if value is None:
                 continue
             if allowed is not None and node_type not in allowed:
                 kinds = " or ".join(sorted(t.value for t in allowed))
                 s.error(key, f"only valid on {kinds} nodes, not on {node_type.value} nodes")
-        for key in _REQUIRED[node_type]:
+        for key in REQUIRED_KEYS[node_type]:
             if s.data.get(key) is None:
                 s.error(key, f"required for {node_type.value} nodes")
 
@@ -293,7 +248,7 @@ def _parse_node(raw: Any, path: str, problems: list[str], expand: Expand | None)
     if reason is None and node_type == NodeType.APPROVAL:
         reason = DEFAULT_REASON
 
-    timeout = s.integer("timeoutMinutes", 30, 1, 1440) or 30
+    timeout = s.integer("timeoutMinutes", 30, 1, MAX_MINUTES) or 30
     behavior = s.choice("timeoutBehavior", None, [b.value for b in TimeoutBehavior])
     approvers = _unique(s, "approvers")
     required = s.integer("approvalsRequired", 1, 1) or 1
@@ -309,10 +264,10 @@ def _parse_node(raw: Any, path: str, problems: list[str], expand: Expand | None)
     for i, channel in enumerate(channels):
         if (why := check_channel(channel)) is not None:
             problems.append(f"{join(s.at('channels'), i)}: {why}")
-    remind = s.integer("remindBeforeMinutes", None, 1, 1440)
+    remind = s.integer("remindBeforeMinutes", None, 1, MAX_MINUTES)
     if remind is not None and remind >= timeout:
         s.error("remindBeforeMinutes", f"must be less than timeoutMinutes ({timeout})")
-    escalate_after = s.integer("escalateAfterMinutes", None, 1, 1440)
+    escalate_after = s.integer("escalateAfterMinutes", None, 1, MAX_MINUTES)
     if escalate_after is not None and escalate_after >= timeout:
         s.error("escalateAfterMinutes", f"must be less than timeoutMinutes ({timeout})")
     escalate_to = _unique(s, "escalateTo")
