@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from aiohttp import web
@@ -12,6 +13,7 @@ from engine.domain.errors import InvalidRequest
 from engine.domain.json_input import parse_json
 
 _VALIDATORS: dict[int, Draft202012Validator] = {}
+_LONG = 64 * 1024  # bytes of JSON read in a thread rather than on the event loop
 
 
 async def read_body(request: web.Request) -> dict[str, Any]:
@@ -20,8 +22,12 @@ async def read_body(request: web.Request) -> dict[str, Any]:
     if not raw.strip():
         body: Any = {}
     else:
-        # Bounded: NaN, Infinity, huge integers, deep nesting and NUL are refused (400).
-        body = parse_json(raw, "the body")
+        # Bounded: NaN, Infinity, huge integers, deep nesting and NUL are refused (400). Off the
+        # event loop when long: the checking reader takes about 1 s per MiB of tiny values.
+        if len(raw) > _LONG:
+            body = await asyncio.to_thread(parse_json, raw, "the body")
+        else:
+            body = parse_json(raw, "the body")
     if not isinstance(body, dict):
         raise InvalidRequest("the body must be a JSON object")
     route = route_of(request)
@@ -29,23 +35,53 @@ async def read_body(request: web.Request) -> dict[str, Any]:
         validator = _VALIDATORS.get(id(route.body))
         if validator is None:
             validator = _VALIDATORS[id(route.body)] = Draft202012Validator(route.body)
-        problems = sorted(validator.iter_errors(body), key=lambda err: list(err.absolute_path))
+        # Off the event loop: a stored workflow's schema is checked node by node in Python
+        # (up to a second for the largest body the schema allows), and /healthz must not wait.
+        problems = await asyncio.to_thread(_problems, validator, body)
         if problems:
-            lines = [f"{_path(err.absolute_path)}: {_message(err)}" for err in problems[:10]]
+            lines = [f"{_path(err.absolute_path)}: {_message(err)}" for err in problems]
             raise InvalidRequest("; ".join(lines), problems=lines, field=_field(problems[0]))
-        _whole_numbers(route.body, body)
+        whole_numbers(route.body, body)
     return body
 
 
-def _whole_numbers(schema: dict[str, Any], body: dict[str, Any]) -> None:
-    """JSON Schema counts ``2.0`` as an integer, so the handlers get ``2`` for it: what the
-    schema accepts, the server accepts (the engine checks ``isinstance(value, int)``)."""
-    for name, prop in schema.get("properties", {}).items():
-        kinds = prop.get("type") if isinstance(prop, dict) else None
-        kinds = kinds if isinstance(kinds, list) else [kinds]
-        value = body.get(name)
-        if "integer" in kinds and isinstance(value, float) and value.is_integer():
-            body[name] = int(value)
+# Keywords that bound a size: once one fails, the rest of that value is not looked at (a list
+# of 100,000 nodes is refused for its length, not checked node by node first).
+_SIZES = frozenset({"maxItems", "maxProperties", "maxLength"})
+
+
+def _problems(validator: Draft202012Validator, body: dict[str, Any]) -> list[ValidationError]:
+    """The first ten problems in the order jsonschema finds them, sorted by path; none after a
+    size bound fails (the schemas put ``maxItems`` before ``items``)."""
+    found: list[ValidationError] = []
+    for err in validator.iter_errors(body):
+        found.append(err)
+        if len(found) == 10 or err.validator in _SIZES:
+            break
+    return sorted(found, key=lambda err: list(err.absolute_path))
+
+
+def whole_numbers(schema: Any, value: Any) -> Any:
+    """JSON Schema counts ``2.0`` as an integer, so the handlers get ``2`` for it wherever the
+    schema says integer, at any depth (a node's ``timeoutMinutes`` too): what the schema
+    accepts, the server accepts (the engine checks ``isinstance(value, int)``). Free-form values
+    (a run's ``input``, a node's ``args``) are left as they came."""
+    if not isinstance(schema, dict):
+        return value
+    kinds = schema.get("type")
+    kinds = kinds if isinstance(kinds, list) else [kinds]
+    if "integer" in kinds and isinstance(value, float) and value.is_integer():
+        return int(value)
+    for part in ("allOf", "anyOf", "oneOf"):
+        for sub in schema.get(part, ()):
+            value = whole_numbers(sub, value)
+    if isinstance(value, dict):
+        for name, prop in schema.get("properties", {}).items():
+            if name in value:
+                value[name] = whole_numbers(prop, value[name])
+    elif isinstance(value, list) and "items" in schema:
+        value[:] = [whole_numbers(schema["items"], item) for item in value]
+    return value
 
 
 def _field(err: ValidationError) -> str | None:

@@ -14,7 +14,9 @@ from engine.domain import errors as e
 log = logging.getLogger(__name__)
 
 STATUS: list[tuple[type[e.SignoffError], int]] = [
-    (e.ConfigError, 400),
+    # A stored workflow that passed its JSON Schema (a body that does not is a 400) and broke a
+    # rule no schema can say (unknown connector, dangling next, ...): understood, not processed.
+    (e.ConfigError, 422),
     (e.InvalidRequest, 400),
     (e.Unauthorized, 401),
     (e.Forbidden, 403),

@@ -11,6 +11,7 @@ from jsonschema import Draft202012Validator
 from bot.api.errors import json_response
 from bot.api.routing import ROUTES, Route, RouteTable
 from bot.api.views import SCHEMAS
+from engine.domain.json_input import MAX_INT
 
 routes = RouteTable("meta")
 
@@ -23,11 +24,14 @@ ERROR_SCHEMA = {
 
 # What engine.json_input refuses anywhere in a request, said in JSON Schema so the document
 # promises no more than the server accepts: no NUL in any string (a path id, a query, a body's
-# value or key), and free-form objects and arrays hold only such values.
+# value or key), no number beyond ±MAX_INT, and free-form objects and arrays hold only such
+# values.
 NO_NUL = "^[^\\x00]*$"
+NUMBER_BOUNDS = {"minimum": -MAX_INT, "maximum": MAX_INT}
 JSON_VALUE = {
     "anyOf": [
-        {"type": ["null", "boolean", "number"]},
+        {"type": ["null", "boolean"]},
+        {"type": "number", **NUMBER_BOUNDS},
         {"type": "string", "pattern": NO_NUL},
         {"type": "array", "items": {"$ref": "#/components/schemas/JsonValue"}},
         {
@@ -48,9 +52,13 @@ def bounded(schema: Any) -> Any:
         return schema
     out = {key: bounded(value) for key, value in schema.items()}
     kinds = out.get("type")
-    kinds = kinds if isinstance(kinds, list) else [kinds]
+    # Only type names: a ``properties`` map walked here may hold a property called "type".
+    listed = kinds if isinstance(kinds, list) else [kinds]
+    kinds = {kind for kind in listed if isinstance(kind, str)}
     if "string" in kinds and not {"pattern", "enum", "const"} & out.keys():
         out["pattern"] = NO_NUL
+    if {"integer", "number"} & kinds:
+        out = {**NUMBER_BOUNDS, **out}
     if "object" in kinds and "properties" not in out and "additionalProperties" not in out:
         out.update(propertyNames={"pattern": NO_NUL}, additionalProperties=_ANY)
     if "array" in kinds and "items" not in out:

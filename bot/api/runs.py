@@ -13,6 +13,7 @@ from bot.api.routing import AGENT_FIELD, NOTES, STR, RouteTable, obj
 from bot.api.views import journal_json, list_of, ref, run_json, takeover_json
 from bot.keys import CONFIG, ENGINE
 from engine.assembly import Engine
+from engine.config.workflow_schema import WORKFLOW_BODY
 from engine.domain.errors import NotFound
 from engine.domain.model import Role, RunStatus, TakeoverRequest
 
@@ -21,8 +22,6 @@ ANY = (Role.AGENT, Role.APPROVER)
 DECIDERS = (Role.APPROVER,)
 ADMIN = (Role.ADMIN,)
 
-# The rule engine.config_values.NAME_RE applies, in JSON Schema's words.
-_WORKFLOW_NAME = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"}
 _RUN_RESPONSES = {401: "no or bad token", 403: "wrong role", 404: "no such run"}
 
 
@@ -295,11 +294,17 @@ async def release(request: web.Request) -> web.Response:
     "/v1/workflows",
     summary="Store a workflow ({name, nodes}); every replica sees it",
     roles=ADMIN,
-    body=obj({"name": _WORKFLOW_NAME, "nodes": {"type": "array"}}, ("name", "nodes")),
+    # Node shapes by type, patterns and bounds: the body is checked against this schema first.
+    body=WORKFLOW_BODY,
     responses={
         201: "created",
         200: "replaced",
-        400: "invalid workflow (problems lists each)",
+        400: "the body breaks this schema",
+        # A schema-valid workflow may still be refused: by what no JSON Schema can say.
+        422: "invalid_config (problems lists each): duplicate ids, next or onDeny naming no "
+        "node, a cycle, remindBeforeMinutes or escalateAfterMinutes not below timeoutMinutes, "
+        "approvalsRequired above the approvers, a template that does not parse, or a "
+        "connector, action, person, group, webhook or workflow the configuration does not know",
         401: "no or bad token",
         403: "wrong role",
         409: "name used by app.yaml",

@@ -169,7 +169,7 @@ async def test_storing_a_workflow_with_a_bomb_is_refused(api: Api, text: str, sa
         ],
     }  # fmt: skip
     status, answer = await api.call("POST", "/v1/workflows", as_="admin", json=body)
-    assert status == 400, answer
+    assert status == 422, answer  # valid against the schema, refused by the expression limits
     assert answer["error"] == "invalid_config"
     assert f"nodes[1].args.text: expression limit: {says}" in answer["message"]
     assert "bomb" not in await api.engine.store.stored_workflows()

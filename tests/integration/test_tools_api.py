@@ -1,6 +1,6 @@
 """Issue 29 (item 1): an admin token is not a shell. A workflow stored through
 ``POST /v1/workflows`` runs only the tools ``app.yaml`` declares; any other ``module:function``
-is a 400 naming the node's path, and nothing is stored. A declared tool runs off the event loop
+is a 422 naming the node's path, and nothing is stored. A declared tool runs off the event loop
 under its time limit; a definition stored before the check existed never runs."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ async def test_a_workflow_naming_an_undeclared_function_is_refused(api: Api, fun
     shell = {"id": "shell", "type": "tool", "function": function, "args": {"cmd": "id"}}
     body = {"name": "pwn", "nodes": [NOTE, shell]}
     status, answer = await api.call("POST", "/v1/workflows", as_="admin", json=body)
-    assert status == 400, answer
+    assert status == 422, answer
     assert answer["error"] == "invalid_config"
     assert answer["message"].startswith(f'nodes[1].function: "{function}" is not a tool')
     assert answer["problems"] == [answer["message"]]
@@ -59,7 +59,7 @@ async def test_a_workflow_naming_an_undeclared_function_is_refused(api: Api, fun
 async def test_an_undeclared_tool_name_is_refused(api: Api) -> None:
     body = {"name": "pwn", "nodes": [{"id": "t", "type": "tool", "tool": "shell"}]}
     status, answer = await api.call("POST", "/v1/workflows", as_="admin", json=body)
-    assert status == 400, answer
+    assert status == 422, answer
     assert answer["message"].startswith('nodes[0].tool: unknown tool "shell"')
     assert await api.engine.store.stored_workflows() == {}
 
@@ -90,7 +90,7 @@ async def test_a_definition_stored_before_the_check_never_runs(api: Api) -> None
     now = datetime(2024, 1, 1, tzinfo=UTC)
     await api.engine.store.put_workflow("old", legacy, "alice", now)
     status, answer = await api.call("POST", "/v1/runs", as_="agent", json={"workflow": "old"})
-    assert status == 400, answer
+    assert status == 422, answer
     assert 'nodes[0].function: "tests.support.tools:spy" is not a tool' in answer["message"]
     assert len(tools.CALLS) == calls
 

@@ -93,26 +93,35 @@ async def test_an_ai_step_whose_llm_fails_fails_the_run_clearly(api: Api, llm: F
 @pytest.mark.parametrize(
     ("body", "status", "error", "expected"),
     [
+        # What the published schema says is refused by it, naming the path (400)...
         (
             {"name": "bad", "nodes": [{"id": "a", "type": "approval", "timeoutMinutes": 2000}]},
             400,
-            "invalid_config",
-            "nodes[0].timeoutMinutes: must be 1..1440, got 2000",
+            "invalid_request",
+            "body.nodes[0].timeoutMinutes: 2000 is greater than the maximum of 1440",
         ),
         (
             {"name": "bad", "nodes": [{"id": "a", "type": "teleport"}]},
             400,
-            "invalid_config",
-            "nodes[0].type",
+            "invalid_request",
+            "body.nodes[0].type: 'teleport' is not one of",
         ),
+        ({"name": "bad", "nodes": [{"": {}}]}, 400, "invalid_request", "body.nodes[0]"),
+        # ... what no schema can say by the workflow parser and the configuration (422).
         (
             {
                 "name": "bad",
                 "nodes": [{"id": "a", "type": "connector", "connector": "nope", "action": "x"}],
             },
-            400,
+            422,
             "invalid_config",
-            "unknown connector",
+            "nodes[0].connector: unknown connector",
+        ),
+        (
+            {"name": "bad", "nodes": [{"id": "a", "type": "approval", "next": "b"}]},
+            422,
+            "invalid_config",
+            'nodes[0].next: no node has id "b"',
         ),
         (
             {"name": "fixed", "nodes": STORED["nodes"]},
@@ -121,7 +130,14 @@ async def test_an_ai_step_whose_llm_fails_fails_the_run_clearly(api: Api, llm: F
             "defined in app.yaml",
         ),
     ],
-    ids=["out-of-range", "unknown-type", "unknown-connector", "app-yaml-name"],
+    ids=[
+        "out-of-range",
+        "unknown-type",
+        "empty-key",
+        "unknown-connector",
+        "dangling-next",
+        "app-yaml-name",
+    ],
 )
 async def test_bad_workflows_are_refused_and_nothing_is_stored(
     api: Api, body: dict, status: int, error: str, expected: str

@@ -1,6 +1,6 @@
 """Hostile tools against a real ``signoff serve`` (issue 29, item 1): an admin token stores a
 workflow whose `tool` node names ``subprocess:getoutput``, ``os:system``, ``builtins:eval`` or
-a module ``app.yaml`` does not declare. Each is a 400 naming the node's path and nothing is
+a module ``app.yaml`` does not declare. Each is a 422 naming the node's path and nothing is
 stored; a declared tool that blocks its thread for 3 s fails its step by its time limit while
 ``/healthz`` keeps answering within 1 s (the harness's poller, printed with ``-s``)."""
 
@@ -64,7 +64,7 @@ def test_a_stored_workflow_cannot_name_an_undeclared_function(
     shell = {"id": "shell", "type": "tool", "function": function, "args": SHELL[function]}
     with watching(f"stored tool {function}", served):
         status, body = store(served, "pwn", [note, shell])
-        error = assert_refused(status, body)
+        error = assert_refused(status, body, 422)
         assert error["message"].startswith(f'nodes[1].function: "{function}" is not a tool')
         raw = json.dumps({"workflow": "pwn"}).encode()
         status, _, body = send(served, "POST", "/v1/runs", raw, timeout=10)
@@ -74,7 +74,7 @@ def test_a_stored_workflow_cannot_name_an_undeclared_function(
 def test_an_undeclared_tool_name_is_refused(served: Target) -> None:
     with watching("undeclared tool name", served):
         status, body = store(served, "pwn", [{"id": "t", "type": "tool", "tool": "shell"}])
-        assert assert_refused(status, body)["message"].startswith("nodes[0].tool: unknown tool")
+        assert assert_refused(status, body, 422)["message"].startswith("nodes[0].tool: unknown tool")
 
 
 def wait_done(target: Target, run_id: str) -> dict[str, Any]:
