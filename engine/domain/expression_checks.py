@@ -4,25 +4,23 @@
 checks the sandbox (``engine/domain/expression_sandbox.py``) and the static scan of a template
 (``engine/domain/expression_scan.py``) make on the arguments of one operation: ``'a' * 10**8``,
 ``'x'.center(10**9)``, ``'%*d' % (10**9, 1)``, ``range(10**9)``, ``lipsum(10**6)`` and the
-filters that can make a value much larger than their input.
+filters that can make a value much larger than their input (``engine/domain/expression_calls.py``
+says which filter is checked how).
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import re
 import string
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, TypeGuard
 
 from engine.domain.expression_limits import (
     MAX_INT,
     MAX_OPERATIONS,
     MAX_SIZE,
+    MAX_WIDTH,
     Exceeded,
-    check_result,
-    current,
     size,
     too_big,
 )
@@ -74,13 +72,28 @@ def _repeat(sequence: Any, times: int) -> None:
 
 # -- widths in formats, methods and filters ----------------------------------------------------
 
-_PERCENT = re.compile(r"%(?:\([^)]*\))?[#0 +\-]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?.", re.DOTALL)
+_PERCENT = re.compile(
+    r"%(?:\((?P<key>[^)]*)\))?[#0 +\-]*(?P<width>\*|\d+)?(?:\.(?P<precision>\*|\d+))?"
+    r"[hlL]?(?P<conversion>.)",
+    re.DOTALL,
+)
 _DIGITS = re.compile(r"\d+")
 
 
-def check_width(width: Any, what: str = "a width") -> None:
-    if _int(width) and width > MAX_SIZE:
-        raise too_big(f"{what} of {width:,}")
+def check_width(width: Any, what: str = "a width", most: int = MAX_WIDTH) -> int:
+    """``width`` (a number of characters to pad to, or an indent) when it is within ``most``;
+    what it adds to a text, at most (0 for what is not a number)."""
+    if not _int(width):
+        return 0
+    if abs(width) > most:
+        raise Exceeded(f"{what} of {width:,} (at most {most:,})")
+    return abs(width)
+
+
+def check_size(total: int, what: str) -> None:
+    """Refuse a value predicted to be ``total`` characters long, past the size limit."""
+    if total > MAX_SIZE:
+        raise too_big(f"{what} of {total:,} characters")
 
 
 def _numbers(text: str) -> Iterator[int]:
@@ -88,40 +101,77 @@ def _numbers(text: str) -> Iterator[int]:
         yield MAX_SIZE + 1 if len(digits) > 4000 else int(digits)  # int() refuses 4,300
 
 
-def _any_big(values: Any) -> None:
-    """Widths taken from the values (``'%*d'``): refuse any of them past the limit."""
-    if isinstance(values, Mapping):
-        values = list(values.values())
-    for value in values if isinstance(values, tuple | list) else (values,):
-        check_width(value)
+def shown(value: Any, conversion: str = "s") -> int:
+    """About how many characters ``value`` takes when formatted (``%s``, ``{}``, ``~``): its
+    length for a text (a ``repr`` escapes each character in at most 10), its JSON size for
+    a list or mapping, the digits of a number."""
+    if isinstance(value, str | bytes):
+        return len(value) * (10 if conversion in ("r", "a") else 1)
+    if isinstance(value, bool) or value is None:
+        return 5
+    if isinstance(value, int):
+        return value.bit_length() // 3 + 2
+    if isinstance(value, float):
+        return 330  # "%f" of 1e308: 309 digits
+    if isinstance(value, list | tuple | set | frozenset | dict):
+        return size(value, MAX_SIZE + 1)
+    return 64
+
+
+def _spec_widths(spec: str) -> int:
+    """What the widths and precisions written in a format spec add, each checked."""
+    return sum(check_width(number) for number in _numbers(spec))
 
 
 def check_percent(text: str, values: Any) -> None:
-    """``text % values`` with no width or precision past the size limit."""
-    star = False
+    """``text % values``: no width or precision past ``MAX_WIDTH`` and no result past the size
+    limit, counted spec by spec on the value each one takes, before it is formatted."""
+    items = values if isinstance(values, tuple) else (values,)
+    mapping = values if isinstance(values, Mapping) else None
+    at, total = 0, len(text)
     for match in _PERCENT.finditer(text):
-        for part in match.groups():
+        if match["conversion"] == "%":
+            continue
+        for part in (match["width"], match["precision"]):
             if part == "*":
-                star = True
+                total += check_width(items[at] if at < len(items) else None)
+                at += 1
             elif part is not None:
-                check_width(next(_numbers(part)))
-    if star:
-        _any_big(values)
+                total += _spec_widths(part)
+        if match["key"] is not None and mapping is not None:
+            value = mapping.get(match["key"])
+        else:
+            value = items[at] if at < len(items) else None
+            at += 1
+        total += shown(value, match["conversion"])
+        check_size(total, "a formatted text")
 
 
 def check_braces(text: str, args: Any, kwargs: Any) -> None:
-    """``text.format(...)`` with no width or precision past the size limit."""
-    for _literal, _field, spec, _conversion in string.Formatter().parse(text):
-        if not spec:
+    """``text.format(...)``: no width or precision past ``MAX_WIDTH`` and no result past the
+    size limit, counted field by field on the value each one shows, before it is formatted."""
+    args, kwargs = tuple(args), dict(kwargs)
+    auto, total = 0, 0
+    for literal, field, spec, conversion in string.Formatter().parse(text):
+        total += len(literal)
+        if field is None:
             continue
-        for number in _numbers(spec):
-            check_width(number)
-        if "{" in spec:  # a width taken from the arguments
-            _any_big(tuple(args))
-            _any_big(dict(kwargs))
+        first = re.split(r"[.\[]", field, maxsplit=1)[0]
+        if first == "":
+            first, auto = str(auto), auto + 1
+        if first.isdigit():
+            value = args[int(first)] if int(first) < len(args) else None
+        else:
+            value = kwargs.get(first)
+        total += shown(value, conversion or "s") + _spec_widths(spec or "")
+        if spec and "{" in spec:  # a width taken from the arguments
+            for _lit, inner, _spec, _conv in string.Formatter().parse(spec):
+                auto += inner == ""
+            total += sum(check_width(v) for v in (*args, *kwargs.values()))
+        check_size(total, "a formatted text")
 
 
-def _estimate_replace(text: Any, old: Any, new: Any, count: Any) -> None:
+def estimate_replace(text: Any, old: Any, new: Any, count: Any) -> None:
     if not (isinstance(text, str) and isinstance(old, str) and isinstance(new, str)):
         return
     found = text.count(old) if old else len(text) + 1
@@ -132,7 +182,7 @@ def _estimate_replace(text: Any, old: Any, new: Any, count: Any) -> None:
         raise too_big(f"a replacement making {total:,} characters")
 
 
-def _estimate_join(separator: Any, items: list[Any]) -> None:
+def estimate_join(separator: Any, items: list[Any]) -> None:
     total = len(separator) * max(len(items) - 1, 0)
     for item in items:  # texts and numbers (most joins) without size()'s walk
         if isinstance(item, str):
@@ -154,51 +204,19 @@ def check_method(
     elif name == "expandtabs":
         tabsize = args[0] if args else kwargs.get("tabsize", 8)
         if _int(tabsize):
+            check_width(tabsize, "a tab size")
             tabs = text.count("\t") if isinstance(text, str) else text.count(b"\t")
-            check_width(len(text) + tabs * tabsize, "a text with its tabs expanded")
+            check_size(len(text) + tabs * tabsize, "a text with its tabs expanded")
     elif name == "replace":
         rest = list(args) + [kwargs.get("count", -1)] * (3 - len(args))
-        _estimate_replace(text, rest[0], rest[1], rest[2])
+        estimate_replace(text, rest[0], rest[1], rest[2])
     elif name == "join" and args and isinstance(args[0], list):
-        _estimate_join(text, args[0])
+        estimate_join(text, args[0])
     elif name == "translate" and args and isinstance(args[0], Mapping):
         longest = max((size(v) for v in args[0].values()), default=0)
-        check_width(len(text) * longest, "a translated text")
+        check_size(len(text) * longest, "a translated text")
     elif name in ("format", "format_map") and isinstance(text, str):
         check_braces(text, args, args[0] if name == "format_map" and args else kwargs)
-
-
-def check_filter(name: str, arguments: dict[str, Any]) -> None:
-    """A filter that can make a value much larger than its input, before it runs;
-    ``arguments`` are its parameters by name (as ``inspect.Signature.bind`` gives them)."""
-    a = arguments
-    if name == "center":
-        check_width(a.get("width"))
-    elif name == "indent":
-        width, text = a.get("width"), a.get("s")
-        if isinstance(text, str) and (_int(width) or isinstance(width, str)):
-            each = len(width) if isinstance(width, str) else width
-            check_width(len(text) + (text.count("\n") + 1) * each, "an indented text")
-        else:
-            check_width(width)
-    elif name == "wordwrap":
-        text, width, wrap = a.get("s"), a.get("width"), a.get("wrapstring")
-        if isinstance(text, str) and isinstance(wrap, str) and _int(width) and width > 0:
-            check_width(len(text) + (len(text) // width + 1) * len(wrap), "a wrapped text")
-    elif name == "replace":
-        _estimate_replace(a.get("s"), a.get("old"), a.get("new"), a.get("count"))
-    elif name == "join" and isinstance(a.get("value"), list) and a.get("attribute") is None:
-        _estimate_join(str(a.get("d", "")), a["value"])
-    elif name == "format" and isinstance(a.get("value"), str):
-        check_percent(a["value"], a.get("kwargs") or a.get("args", ()))
-    elif name in ("batch", "slice"):
-        count = a.get("linecount" if name == "batch" else "slices")
-        if (
-            _int(count)
-            and count > MAX_OPERATIONS
-            and (name == "slice" or a.get("fill_with") is not None)
-        ):
-            raise Exceeded(f"{name} into {count:,} parts (at most {MAX_OPERATIONS:,})")
 
 
 def check_lipsum(n: Any = 5, html: Any = True, low: Any = 20, high: Any = 100) -> None:
@@ -215,48 +233,3 @@ def check_range(numbers: range) -> range:
     if length > MAX_OPERATIONS:
         raise Exceeded(f"a range of {length:,} numbers (at most {MAX_OPERATIONS:,})")
     return numbers
-
-
-# Filters that take a list without going through it; and those ``check_filter`` checks.
-_FREE_FILTERS = frozenset({"length", "count", "first", "last", "default", "d", "attr"})
-_CHECKED_FILTERS = frozenset(
-    {"center", "indent", "wordwrap", "replace", "join", "format", "batch", "slice"}
-)
-
-
-def bind_filter(
-    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[int, inspect.BoundArguments] | None:
-    """A filter call's parameters by name, and how many of the leading ``args`` (what jinja2
-    injects) its signature does not name: an async-variant filter takes an eval context its
-    sync signature lacks. None when the arguments do not fit (the filter will say so)."""
-    injects = getattr(fn, "jinja_pass_arg", None) is not None
-    skip = int(injects and getattr(inspect.unwrap(fn), "jinja_pass_arg", None) is None)
-    try:
-        bound = inspect.signature(fn).bind(*args[skip:], **kwargs)
-    except TypeError:
-        return None
-    bound.apply_defaults()
-    return skip, bound
-
-
-def bounded_filter(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` ticking the budget (once per item of a list it is given), checked before it
-    runs where it can make a much bigger value, and its result checked after."""
-    injects = getattr(fn, "jinja_pass_arg", None) is not None
-
-    @functools.wraps(fn)
-    def bounded(*args: Any, **kwargs: Any) -> Any:
-        value = args[1 if injects else 0] if len(args) > injects else None
-        sized = isinstance(value, list | tuple | dict | range) and name not in _FREE_FILTERS
-        current().tick(1 + len(value) if sized and value is not None else 1)
-        if name not in _CHECKED_FILTERS:
-            return check_result(fn(*args, **kwargs))
-        if name == "join" and len(args) > injects and not isinstance(value, list):
-            args = (*args[:injects], list(args[injects]), *args[injects + 1 :])
-        found = bind_filter(fn, args, kwargs)
-        if found is not None:
-            check_filter(name, dict(found[1].arguments))
-        return check_result(fn(*args, **kwargs))
-
-    return bounded

@@ -19,6 +19,18 @@ operator, method or filter would make is checked before it runs by
     MAX_TEMPLATE        characters of a template that needs jinja (one made only of
                         ``{{ a.b }}`` paths is read without it and may be longer)
     MAX_LOOP_NESTING    for-loops nested in each other, checked when a workflow is loaded
+    MAX_WIDTH           a width or precision to pad a text to (``center``, ``ljust``, ``%*d``,
+                        ``{:>n}``), a ``wordwrap`` width, a ``truncate`` length
+    MAX_INDENT          an indent (``indent``, ``tojson(indent=...)``)
+    MAX_PARTS           parts a list is cut into (``batch``, ``slice``)
+    CHARS_PER_OPERATION characters of text one operation pays for in a call made in C (a
+                        filter or method over a text charges its length before it runs; the
+                        filters written in Python charge more: ``expression_calls.py``)
+
+No single call may do unbounded work: a call made in C holds the interpreter until it returns,
+so a deadline cannot stop it. Every filter, test, global and method an expression can reach
+charges the budget for the work it is about to do and is refused when what it would make is
+past a limit, before it runs.
 """
 
 from __future__ import annotations
@@ -31,13 +43,17 @@ from typing import Any
 from engine.domain.json_input import MAX_INT
 
 __all__ = [
+    "CHARS_PER_OPERATION",
     "MAX_DEPTH",
+    "MAX_INDENT",
     "MAX_INT",
     "MAX_LOOP_NESTING",
     "MAX_OPERATIONS",
+    "MAX_PARTS",
     "MAX_SECONDS",
     "MAX_SIZE",
     "MAX_TEMPLATE",
+    "MAX_WIDTH",
     "Budget",
     "Exceeded",
 ]
@@ -49,6 +65,10 @@ MAX_SIZE = 1024 * 1024
 MAX_DEPTH = 64
 MAX_TEMPLATE = 8 * 1024  # compiling costs about 25 µs a character here
 MAX_LOOP_NESTING = 2
+MAX_WIDTH = 4096
+MAX_INDENT = 32
+MAX_PARTS = 10_000
+CHARS_PER_OPERATION = 1024  # about 2 µs of work in C, as one operation is in the sandbox
 
 
 class Exceeded(Exception):

@@ -10,8 +10,8 @@ Arguments are JSON data: a mapping's key wins over a Python attribute of the sam
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 from jinja2 import StrictUndefined, Undefined, nodes
 from jinja2.compiler import CodeGenerator, Frame
@@ -21,8 +21,17 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from jinja2.utils import generate_lorem_ipsum, pass_environment
 
 from engine.domain import expression_limits as limits
-from engine.domain.expression_checks import (
+from engine.domain.expression_calls import (
+    FILTER_RATES,
+    GLOBALS,
+    TESTS,
+    allowed_methods,
     bounded_filter,
+    bounded_global,
+    bounded_test,
+    charge_method,
+)
+from engine.domain.expression_checks import (
     check_binop,
     check_lipsum,
     check_method,
@@ -109,21 +118,40 @@ class DataEnvironment(ImmutableSandboxedEnvironment):
 
     def __init__(self, **options: Any) -> None:
         super().__init__(**options)
-        self.filters = {name: bounded_filter(name, fn) for name, fn in self.filters.items()}
-        self.filters["sum"] = _sum
-        self.globals.update(range=_range, lipsum=_lipsum)
+        # Only what expression_calls lists, each wrapped: a filter a later jinja2 adds is not
+        # offered until it is listed with what it may cost.
+        filters = {**self.filters, "sum": _sum}
+        self.filters = {
+            name: bounded_filter(name, fn) for name, fn in filters.items() if name in FILTER_RATES
+        }
+        tests = cast("dict[str, Callable[..., Any]]", self.tests)
+        self.tests = {name: bounded_test(name, fn) for name, fn in tests.items() if name in TESTS}
+        functions = {**self.globals, "range": _range, "lipsum": _lipsum}
+        self.globals = {
+            name: bounded_global(name, cast("Callable[..., Any]", fn))
+            for name, fn in functions.items()
+            if name in GLOBALS
+        }
 
     def getattr(self, obj: Any, attribute: str) -> Any:
         if isinstance(obj, Mapping) and attribute in obj:
             return obj[attribute]
         return super().getattr(obj, attribute)
 
+    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+        """A method of a text, number, list or mapping only when ``expression_calls`` lists it
+        (one whose cost is bounded); other attributes as jinja2's immutable sandbox has them."""
+        if not super().is_safe_attribute(obj, attr, value):
+            return False
+        allowed = allowed_methods(obj)
+        return allowed is None or not callable(value) or attr in allowed
+
     def counted(self, items: Any) -> CountedIterable:
         return CountedIterable(items)
 
     def joined(self, parts: tuple[Any, ...]) -> str:
         current().tick()
-        texts = [part if isinstance(part, str) else str(part) for part in parts]
+        texts = [part if isinstance(part, str) else str(check_result(part)) for part in parts]
         if sum(map(len, texts)) > limits.MAX_SIZE:
             raise Exceeded(f"a text longer than {limits.MAX_SIZE:,} characters")
         return "".join(texts)
@@ -142,6 +170,8 @@ class DataEnvironment(ImmutableSandboxedEnvironment):
             args = (CountedIterable(args[0]), *args[1:])
         method = getattr(__obj, "__wrapped__", __obj)  # the sandbox wraps str.format
         owner = getattr(method, "__self__", None)
+        if allowed_methods(owner) is not None:
+            charge_method(owner, getattr(method, "__name__", ""), args)
         if isinstance(owner, str | bytes) and getattr(method, "__name__", "") in TEXT_METHODS:
             if method.__name__ == "join" and args and not isinstance(args[0], list):
                 args = (list(args[0]), *args[1:])
@@ -158,8 +188,9 @@ class DataEnvironment(ImmutableSandboxedEnvironment):
 
 
 def _blank_none(value: Any) -> Any:
-    """What an expression in text a person reads shows for a null: nothing, not ``None``."""
-    return "" if value is None else value
+    """What an expression in text a person reads shows for a null: nothing, not ``None``;
+    a value no bigger than the size limit (before ``str`` makes a text of it)."""
+    return "" if value is None else check_result(value)
 
 
 def plural(value: Any, singular: str, plural_form: str | None = None) -> str:
@@ -178,7 +209,7 @@ def plural(value: Any, singular: str, plural_form: str | None = None) -> str:
 
 def _environment(undefined: type[Undefined], *, prose: bool) -> DataEnvironment:
     env = DataEnvironment(
-        undefined=undefined, autoescape=False, finalize=_blank_none if prose else None
+        undefined=undefined, autoescape=False, finalize=_blank_none if prose else check_result
     )
     env.filters["plural"] = bounded_filter("plural", plural)
     return env

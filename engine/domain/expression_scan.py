@@ -12,13 +12,13 @@ import inspect
 from typing import Any
 
 from jinja2 import nodes
+from jinja2.exceptions import SecurityError, TemplateAssertionError
 from jinja2.utils import generate_lorem_ipsum
 
 from engine.domain import expression_limits as limits
+from engine.domain.expression_calls import allowed_methods, filter_cost, refuse_cost
 from engine.domain.expression_checks import (
-    bind_filter,
     check_binop,
-    check_filter,
     check_lipsum,
     check_method,
     check_range,
@@ -76,6 +76,8 @@ def _fold(node: nodes.Node) -> Any:
             return check_result(ENV.binop_table[node.operator](left, right))
         except (ArithmeticError, TypeError, ValueError):
             return _UNKNOWN
+    if isinstance(node, nodes.Test) and node.name not in ENV.tests:
+        raise TemplateAssertionError(f"no test named {node.name!r}", node.lineno)
     if isinstance(node, nodes.Call | nodes.Filter):
         args = [_fold(arg) for arg in node.args]
         kwargs = {pair.key: _fold(pair.value) for pair in node.kwargs}
@@ -94,11 +96,14 @@ def _check_call(node: nodes.Call | nodes.Filter, subject: Any, args: list[Any], 
     """What the sandbox checks before a call, on the constants of one that has them."""
     if isinstance(node, nodes.Filter):
         fn = ENV.filters.get(node.name)
-        if fn is not None:
-            injected = (None,) if getattr(fn, "jinja_pass_arg", None) is not None else ()
-            found = bind_filter(fn, (*injected, subject, *args), kwargs)
-            if found is not None:
-                check_filter(node.name, dict(found[1].arguments))
+        if fn is None:  # jinja2 would refuse it when compiling, when the step runs
+            raise TemplateAssertionError(f"no filter named {node.name!r}", node.lineno)
+        fn = inspect.unwrap(fn)
+        injected = (None,) if getattr(fn, "jinja_pass_arg", None) is not None else ()
+        refuse_cost(
+            filter_cost(node.name, fn, (*injected, subject, *args), kwargs),
+            f"the filter {node.name}",
+        )
         return _UNKNOWN
     callee = node.node
     if isinstance(callee, nodes.Name) and callee.name == "range":
@@ -115,7 +120,13 @@ def _check_call(node: nodes.Call | nodes.Filter, subject: Any, args: list[Any], 
             return _UNKNOWN
         bound.apply_defaults()
         check_lipsum(*bound.arguments.values())
-    elif isinstance(callee, nodes.Getattr) and callee.attr in TEXT_METHODS:
-        text = subject if isinstance(subject, str) else ""
-        check_method(text, callee.attr, tuple(args), kwargs)
+    elif isinstance(callee, nodes.Getattr):
+        allowed = allowed_methods(subject)
+        if allowed is not None and callee.attr not in allowed:
+            raise SecurityError(
+                f"access to attribute {callee.attr!r} of {type(subject).__name__!r} is unsafe"
+            )
+        if callee.attr in TEXT_METHODS:
+            text = subject if isinstance(subject, str) else ""
+            check_method(text, callee.attr, tuple(args), kwargs)
     return _UNKNOWN

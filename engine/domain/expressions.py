@@ -78,6 +78,13 @@ def _limit_error(exc: Exceeded, text: str) -> ExpressionLimit:
 
 
 @functools.lru_cache(maxsize=4096)
+def _path_expression(source: str, strict: bool) -> Callable[..., Any]:
+    """One path of a template too long to compile whole, as jinja reads it in that template."""
+    _check_length(source)
+    return (ENV if strict else LENIENT).compile_expression(source, undefined_to_none=False)
+
+
+@functools.lru_cache(maxsize=4096)
 def _path(source: str) -> tuple[str, ...] | None:
     """``input.order.id`` as its names; None for any other expression."""
     if _DOTTED.match(source) is None:
@@ -122,8 +129,11 @@ def _render(text: str, context: Mapping[str, Any], strict: bool, prose: bool = F
                 out.append(piece)
                 continue
             found, value = _lookup(piece, context)
-            if not found:
-                break
+            if not found and len(text) <= limits.MAX_TEMPLATE:
+                break  # jinja renders it, and says why a path is missing
+            if not found:  # too long for jinja: it reads this one path alone
+                compiled = _path_expression(".".join(piece), strict)
+                value = _bounded(functools.partial(compiled, **context))
             out.append("" if value is None and prose else str(value))
         else:
             return bounded_concat(out)
@@ -185,7 +195,22 @@ def check_template(text: str) -> str | None:
     """Why ``text`` cannot be a workflow expression, or None: its syntax, or a limit it shows
     without running (its length, for-loops nested too deep or over constant ranges too long,
     constants that make a value too big, such as ``'a' * 10**8``). Used when workflows load."""
-    if not is_template(text) or _pieces(text) is not None:
+    if not is_template(text):
+        return None
+    pieces = _pieces(text)
+    if pieces is not None:  # read without jinja; a path it cannot find, with jinja alone
+        longest = max((len(".".join(p)) for p in pieces if isinstance(p, tuple)), default=0)
+        if longest > limits.MAX_TEMPLATE:
+            return (
+                f"expression limit: a path of {longest:,} characters "
+                f"(at most {limits.MAX_TEMPLATE:,})"
+            )
+        written = sum(len(p) for p in pieces if isinstance(p, str))
+        if written > limits.MAX_SIZE:  # the output would be past the size limit whatever it reads
+            return (
+                f"expression limit: {written:,} characters of text "
+                f"(the output is at most {limits.MAX_SIZE:,})"
+            )
         return None
     try:
         _check_length(text)
