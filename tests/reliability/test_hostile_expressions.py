@@ -4,7 +4,7 @@ call that does unbounded work in a single C or Python call (``wordwrap`` of a me
 resumed after its server died with such a step ahead of it.
 
 A workflow stored through ``POST /v1/workflows`` whose text shows the problem is refused there
-(400, ``expression limit``); the same call with its sizes taken from the run's input is stored,
+(422, ``expression limit``); the same call with its sizes taken from the run's input is stored,
 and its step fails with ``expression limit: ...`` within a second. ``/healthz`` answers within
 1 s throughout (``watching``; ``-s`` prints the worst round trip).
 """
@@ -111,7 +111,7 @@ def test_what_the_text_shows_is_refused_when_stored(served: Target, case: str) -
     """Refused with the node's path, nothing stored (``watching`` compares the row counts)."""
     with watching(f"stored: {case}", served):
         status, body = store(served, "written-" + case.replace(" ", "-"), WRITTEN[case])
-        error = assert_refused(status, body)
+        error = assert_refused(status, body, 422)
         assert "expression limit: " in error["message"], error
         assert "nodes[0].args." in error["message"], error
 
