@@ -15,7 +15,10 @@ Every front end (REST API, web console, Slack, Teams, the CLI) asks here; none d
   (``run_deciders``) and by admins; a request cannot appoint deciders beyond them.
 - **The configuration in force now decides**: a request's approvers are fixed when it parks,
   but a person who is no longer in ``people:`` may not grant, deny, take over or release it,
-  whatever the request, a signed link or a token says (admins are checked now too).
+  whatever the request, a signed link or a token says (admins are checked now too). A request
+  also records the names its approvers were written as (``APPROVERS_AS_WRITTEN``: people and
+  groups); those are expanded again under today's ``groups:``, and someone asked only through
+  a group they have since left no longer decides (``current_approvers``).
 - **Seeing a request**: its arguments and reason are shown to its approvers, admins and the
   run's starter (``may_see``); anyone else learns only that it exists.
 - **Admin override**: an admin may decide any pending request of a run even when not among its
@@ -31,6 +34,10 @@ from typing import Protocol
 
 from engine.domain.errors import Forbidden
 from engine.domain.model import ApiToken, Principal, Role, TakeoverRequest, Workflow
+
+APPROVERS_AS_WRITTEN = "approversAsWritten"
+"""The ``details`` key of a request that holds its approvers as written (people and groups, its
+``escalateTo`` names too), before the groups were expanded when it parked."""
 
 ADMIN_OVERRIDE = "admin"
 """The ``override`` value journaled when an admin decides a request they are not an approver of."""
@@ -194,6 +201,13 @@ def decision_refusal(
         # The request's approvers were fixed when it parked; the configuration in force now
         # says who may decide (a restart after removing someone ends their say).
         return f"{who.person} is no longer in people:, so you cannot {doing}"
+    if who.person is not None and not who.is_admin and _left(config, request, who.person):
+        # Asked through a group they have left since: the group as configured now decides.
+        written = ", ".join(_written(request) or ())
+        return (
+            f"{who.person} is no longer among this request's approvers ({written}) under the "
+            f"configuration in force, so you cannot {doing}"
+        )
     if verb == "release" and request.decided_by is not None:
         return release_refusal(request, who)
     if not request.allow_self_approval and request.requested_by in (who.name, who.person):
@@ -228,6 +242,42 @@ def may_see(request: TakeoverRequest, who: Principal | None) -> bool:
     return bool(names & involved)
 
 
+def approvers_as_written(names: Iterable[str]) -> dict[str, list[str]]:
+    """The ``details`` entry recording a request's approvers as written (``names``: people and
+    groups, before expansion), each once; empty when none are named (anyone may decide)."""
+    written = list(dict.fromkeys(names))
+    return {APPROVERS_AS_WRITTEN: written} if written else {}
+
+
+def current_approvers(config: Roster, request: TakeoverRequest) -> tuple[str, ...]:
+    """Those of ``request``'s approvers (the people asked when it parked, or on escalation) who
+    are still among its approvers as written, expanded under ``config``'s groups now. A request
+    without recorded names (parked before they were kept, or a takeover an operator opened)
+    keeps its approvers as they are."""
+    written = _written(request)
+    if written is None:
+        return request.approvers
+    now = set(config.expand_people(written))
+    return tuple(p for p in request.approvers if p in now)
+
+
+def _written(request: TakeoverRequest) -> tuple[str, ...] | None:
+    """The recorded names, None when absent. Malformed (never written so) reads as no names:
+    it fails closed, leaving only admins to decide."""
+    if APPROVERS_AS_WRITTEN not in request.details:
+        return None
+    raw = request.details[APPROVERS_AS_WRITTEN]
+    if not isinstance(raw, list):
+        return ()
+    return tuple(name for name in raw if isinstance(name, str))
+
+
+def _left(config: Roster, request: TakeoverRequest, person: str) -> bool:
+    """Whether ``person`` was asked to decide ``request`` but is no longer among its approvers
+    as written, read under ``config``."""
+    return person in request.approvers and person not in current_approvers(config, request)
+
+
 def release_refusal(request: TakeoverRequest, who: Principal) -> str | None:
     """Who may release (or answer) a run taken over: the person who took it over (the run waits
     for their work), or an admin (journaled as such). Not another approver: the card says the
@@ -245,10 +295,10 @@ def releases_freely(request: TakeoverRequest, who: Principal) -> bool:
     return request.decided_by is not None and release_refusal(request, who) is None
 
 
-def override_of(request: TakeoverRequest, who: Principal) -> str | None:
+def override_of(config: Roster, request: TakeoverRequest, who: Principal) -> str | None:
     """``ADMIN_OVERRIDE`` when ``who`` (allowed to decide ``request``) decides it as an admin
-    rather than as one of its approvers; None otherwise."""
-    if not request.approvers or who.person in request.approvers:
+    rather than as one of its approvers (``current_approvers``); None otherwise."""
+    if not request.approvers or who.person in current_approvers(config, request):
         return None
     return ADMIN_OVERRIDE if who.is_admin else None
 

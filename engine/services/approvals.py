@@ -103,7 +103,7 @@ class Approvals:
         who is not among the request's approvers (journaled and shown on the card), else
         None."""
         self._authorize(request, who, verb)
-        kind = override_of(request, who)
+        kind = override_of(self.config, request, who)
         return None if kind is None else {"override": kind}
 
     # -- decisions -----------------------------------------------------------------------------
