@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from engine.domain.approvers import approvers_as_written
 from engine.domain.binding import binding_hash
 from engine.domain.errors import StepError
 from engine.domain.expressions import evaluate, render_text
@@ -45,13 +46,17 @@ def build_request(
     channels: Sequence[str] | None,
     approvers: Sequence[str],
     escalate_to: Sequence[str],
+    written: Sequence[str] = (),
 ) -> TakeoverRequest:
     """The request for ``node``. An approval node shows the arguments of the side-effecting
-    step that follows it; a gate diversion shows its own step's (``target``, ``args``)."""
+    step that follows it; a gate diversion shows its own step's (``target``, ``args``).
+    ``approvers`` and ``escalate_to`` are people (groups expanded); ``written`` the names they
+    were written as, kept so that a decision is judged under the groups in force then."""
     details: dict[str, Any] = {
         "workflow": run.workflow,
         "agent": run.agent,
         "nodeType": node.type.value,
+        **approvers_as_written(written),
     }
     if target is None and kind == TakeoverKind.NODE:
         target = workflow.successor(node)

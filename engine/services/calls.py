@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 
 from engine.config import ActionConfig, AppConfig
 from engine.domain import notify
-from engine.domain.approvers import acting_agent, session_person
+from engine.domain.approvers import acting_agent, approvers_as_written, session_person
 from engine.domain.binding import binding_hash
 from engine.domain.call_workflow import (
     APPROVE_ONLY,
@@ -197,6 +197,7 @@ class HeldCalls:
             expires = now + timedelta(minutes=decision.timeout_minutes)
         else:
             expires = now + timedelta(seconds=self.config.approvals.ttl_seconds)
+        names = tuple(decision.approvers or self.config.approvers)
         return TakeoverRequest(
             id=self.ids.new_id(),
             run_id=new.id,
@@ -206,7 +207,7 @@ class HeldCalls:
             reason=call.reason or summary,
             created_at=now,
             expires_at=expires,
-            approvers=self._deciders(decision, call.session),
+            approvers=self._deciders(names, call.session),
             timeout_behavior=TimeoutBehavior.AUTO_REJECT,
             channels=tuple(dict.fromkeys(decision.channels)),
             requested_by=new.requested_by,
@@ -224,13 +225,14 @@ class HeldCalls:
                 "mode": call.mode,
                 "nodeType": "connector",
                 "stepId": CALL_STEP,
+                **approvers_as_written(names),  # judged again under the groups in force
             },
         )
 
-    def _deciders(self, decision: PolicyDecision, session: str | None) -> tuple[str, ...]:
-        """The rule's people, else the project's approvers, never the agent's own session.
-        ``()`` lets any approver decide; with a session, "anyone" becomes every person but it."""
-        names = decision.approvers or self.config.approvers
+    def _deciders(self, names: Sequence[str], session: str | None) -> tuple[str, ...]:
+        """The people ``names`` (the rule's, else the project's approvers) expand to, never the
+        agent's own session. ``()`` lets any approver decide; with a session, "anyone" becomes
+        every person but it."""
         people = self.config.expand_people(names)
         own = self.session_person(session)
         if own is None:

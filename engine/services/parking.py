@@ -70,6 +70,7 @@ class Parking(RunWriter):
         approvers: Sequence[str] | None = None,
     ) -> RunStatus | None:
         s = self.s
+        names = tuple(approvers or node.approvers or s.default_approvers)
         request = build_request(
             request_id=s.ids.new_id(),
             now=s.clock.now(),
@@ -82,8 +83,9 @@ class Parking(RunWriter):
             target=target,
             confidence=confidence,
             channels=channels,
-            approvers=s.expand_people(approvers or node.approvers or s.default_approvers),
+            approvers=s.expand_people(names),
             escalate_to=s.expand_people(node.escalate_to),
+            written=(*names, *node.escalate_to),
         )
         request_id, chosen_channels = request.id, request.channels
         events = [] if self._is_started(node, step) else [self._started(node)]

@@ -33,14 +33,16 @@ def make_engine(
     extra: str = "",
     server: str = "{workers: 8, leaseSeconds: 30, pollSeconds: 0.05}",
     name: str = "id",
+    people: str = PEOPLE,
     **options: Any,
 ) -> Engine:
     """An engine on ``db_url``; ``name`` keeps ids and the lease owner apart when a test runs
-    several engines (replicas) on one database."""
+    several engines (replicas) on one database. ``people``: the people, groups, admins and
+    approvers sections (``PEOPLE`` unless a test edits them, as an operator would)."""
     text = (
         f"database: {{url: '{db_url}'}}\n"
         f"server: {server}\n"
-        + PEOPLE
+        + people
         + textwrap.dedent(extra)
         + "workflows:\n"
         + textwrap.indent(textwrap.dedent(workflows_yaml), "  ")
