@@ -3,8 +3,9 @@
 * a ``re:`` condition written to backtrack (``^(\\w+\\s?)*$``) meets an agent's argument built to
   make it (``'a' * 24 + '!'`` took 3 s and froze ``/healthz`` on Python's ``re``): RE2 answers at
   once, and an argument over the 64 KiB a condition reads fails closed;
-* a person removed from ``people:`` and restarted away keeps none of the say the pending request
-  fixed for them when it parked.
+* a person removed from ``people:``, or only from the group that asked them (still in
+  ``people:``), and restarted away keeps none of the say the pending request fixed for them
+  when it parked.
 
 Each runs under ``watching``: ``/healthz`` within 1 s, no traceback, no row changed.
 """
@@ -176,3 +177,56 @@ def test_an_approver_removed_from_people_is_refused_after_a_restart(tmp_path: Pa
         status, _, answer = send(after, "POST", f"{at}/deny", b"{}", token="admin")
         assert status == 200, answer[:300]
         assert json.loads(answer)["status"] == "denied"
+
+
+# The pay run parks for finance = [bob, carol]; bob then leaves finance but stays in people:.
+CAROL = "  carol: {email: carol@example.com}\n"
+FOR_FINANCE = (
+    config_body()
+    .replace("people:\n", "people:\n" + CAROL)
+    .replace("admins: [alice]\n", "admins: [alice]\ngroups: {finance: [bob, carol]}\n")
+    .replace("approvers: [bob]", "approvers: [finance]")
+)
+BOB_LEFT_FINANCE = FOR_FINANCE.replace("finance: [bob, carol]", "finance: [carol]")
+
+
+def approver_token(config: Path, person: str) -> str:
+    """``signoff token create`` for ``person`` under ``config`` (its database)."""
+    create = ["token", "create", "--role", "approver", "--name", person, "--person", person]
+    out = subprocess.run(
+        [sys.executable, "-m", "bot.cli", *create, "--config", str(config)],
+        cwd=ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_an_approver_removed_from_the_group_only_is_refused_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    with serve(tmp_path, FOR_FINANCE) as before:
+        pass  # a pay run parked for finance (bob and carol), then the server stops
+    at = f"/v1/runs/{before.run_id}/takeover/{before.request_id}"
+    restart = tmp_path / "carol.yaml"  # the edited file, to mint carol's token on the same db
+    restart.write_text(f"database: {{url: 'sqlite+aiosqlite:///{before.db}'}}\n" + BOB_LEFT_FINANCE)
+    carol = approver_token(restart, "carol")
+    with restarted(before, tmp_path, BOB_LEFT_FINANCE) as after:
+        with watching("approver removed from a group after a restart", after):
+            for verb, body in (("grant", {}), ("grant", {"release": True}), ("deny", {})):
+                raw = json.dumps(body).encode()
+                status, _, answer = send(after, "POST", f"{at}/{verb}", raw, token="approver")
+                error = assert_refused(status, answer, 403)
+                assert (
+                    "bob is no longer among this request's approvers (finance)" in error["message"]
+                ), error
+        # carol, still in finance, decides it as one of its approvers, not as an override
+        after.tokens["carol"] = carol
+        raw = json.dumps({"release": True}).encode()
+        status, _, answer = send(after, "POST", f"{at}/grant", raw, token="carol")
+        assert status == 200, answer[:300]
+        decided = json.loads(answer)
+        assert decided["status"] != "pending" and decided["decidedBy"] == "carol", decided
