@@ -79,7 +79,10 @@ def parse_json(raw: bytes | str, what: str = "the body") -> Any:
 
 def check_value(value: Any, what: str = "the body") -> None:
     """Refuse a parsed value that is nested too deep, holds a non-finite or oversized number, a
-    NUL character or a lone surrogate. Walks without recursion, so any depth is safe."""
+    NUL character or a lone surrogate. Walks without recursion, so any depth is safe. The walk
+    names no paths until it meets a problem: a path per value cost 0.6 s of a 1 MB body."""
+    if not _has_problem(value):
+        return
     stack: list[tuple[Any, int, str]] = [(value, 1, what)]
     while stack:
         item, depth, where = stack.pop()
@@ -104,6 +107,35 @@ def check_value(value: Any, what: str = "the body") -> None:
                     stack.append((child, depth + 1, f"{where}.{key}"))
             else:
                 stack.extend((child, depth + 1, f"{where}[{i}]") for i, child in enumerate(item))
+
+
+def _has_problem(value: Any) -> bool:
+    """Whether ``check_value`` would refuse ``value`` (the same rules, no paths)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            if _BAD_CHAR.search(item) is not None:
+                return True
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int):
+            if abs(item) > MAX_INT:
+                return True
+        elif isinstance(item, float):
+            if not math.isfinite(item) or abs(item) > MAX_INT:
+                return True
+        elif isinstance(item, dict | list | tuple):
+            if depth > MAX_DEPTH:
+                return True
+            if not item:
+                continue
+            if isinstance(item, dict):
+                if any(_BAD_CHAR.search(str(key)) is not None for key in item):
+                    return True
+                item = item.values()
+            stack.extend((child, depth + 1) for child in item)
+    return False
 
 
 def check_text(text: str, what: str) -> str:
