@@ -74,7 +74,9 @@ def test_a_stored_workflow_cannot_name_an_undeclared_function(
 def test_an_undeclared_tool_name_is_refused(served: Target) -> None:
     with watching("undeclared tool name", served):
         status, body = store(served, "pwn", [{"id": "t", "type": "tool", "tool": "shell"}])
-        assert assert_refused(status, body, 422)["message"].startswith("nodes[0].tool: unknown tool")
+        assert assert_refused(status, body, 422)["message"].startswith(
+            "nodes[0].tool: unknown tool"
+        )
 
 
 def wait_done(target: Target, run_id: str) -> dict[str, Any]:
