@@ -234,6 +234,18 @@ def serve(tmp: Path, body: str) -> Iterator[Target]:
         out = _cli(config, "token", "create", "--role", role, "--name", name, *extra)
         tokens[name] = out.strip().splitlines()[-1]
     log = tmp / "server.log"
+    base = f"http://127.0.0.1:{port}"
+    with running(config, base, log):
+        target = Target(base, db, log, tokens)
+        target.openapi = target.call("GET", "/openapi.json", None)
+        _park_a_run(target)
+        yield target
+
+
+@contextmanager
+def running(config: Path, base: str, log: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """``signoff serve --config config`` for the block, ready on ``base``, its output appended
+    to ``log``; killed after, and its log may hold no traceback."""
     with log.open("ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "bot.cli", "serve", "--config", str(config)],
@@ -243,12 +255,8 @@ def serve(tmp: Path, body: str) -> Iterator[Target]:
             stderr=out,
         )
     try:
-        base = f"http://127.0.0.1:{port}"
         _wait_ready(base, proc, log)
-        target = Target(base, db, log, tokens)
-        target.openapi = target.call("GET", "/openapi.json", None)
-        _park_a_run(target)
-        yield target
+        yield proc
     finally:
         proc.kill()
         proc.wait(10)

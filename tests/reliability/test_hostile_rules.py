@@ -16,8 +16,6 @@ import json
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -35,8 +33,8 @@ from tests.reliability.served import (
     NO_WAY_OUT,
     WORKFLOWS,
     Target,
-    assert_no_traceback,
     config_body,
+    running,
     serve,
 )
 from tests.support.process import ROOT, child_env, free_port
@@ -133,33 +131,9 @@ def restarted(before: Target, tmp: Path, body: str) -> Iterator[Target]:
         f"database: {{url: 'sqlite+aiosqlite:///{before.db}'}}\n"
         f"server: {{host: 127.0.0.1, port: {port}, pollSeconds: 0.2}}\n" + body + "\n"
     )
-    log = tmp / "server-after.log"
-    with log.open("ab") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "serve", "--config", str(config)],
-            cwd=ROOT,
-            env=child_env(**NO_WAY_OUT),
-            stdout=out,
-            stderr=out,
-        )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        for _ in range(300):  # bounded: 30 s
-            try:
-                with urllib.request.urlopen(base + "/readyz", timeout=2) as resp:
-                    if resp.status == 200:
-                        break
-            except (urllib.error.URLError, OSError):
-                pass
-            assert proc.poll() is None, log.read_text()
-            time.sleep(0.1)
-        else:
-            raise AssertionError("server did not start:\n" + log.read_text())
-        yield replace(before, base=base, log=log, _log_seen=0)
-    finally:
-        proc.kill()
-        proc.wait(10)
-    assert_no_traceback(log.read_text())
+    base = f"http://127.0.0.1:{port}"
+    with running(config, base, tmp / "server-after.log"):
+        yield replace(before, base=base, log=tmp / "server-after.log", _log_seen=0)
 
 
 def test_an_approver_removed_from_people_is_refused_after_a_restart(tmp_path: Path) -> None:
