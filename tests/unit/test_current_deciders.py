@@ -99,14 +99,7 @@ TAKEN_BY_BOB = request(("bob",), decided_by="bob")
 def test_only_who_may_decide_under_the_config_in_force_now_decides(
     config: AppConfig, req: TakeoverRequest, who: str, verb: str, refused: str | None
 ) -> None:
-    # a token (REST API, console) and a person (chat, signed link) are held to the same rule
-    role = Role.ADMIN if who in config.admins else Role.APPROVER
-    for principal in (via_token(config, who, role), person_principal(config, who)):
-        said = decision_refusal(config, req, principal, verb)
-        if refused is None:
-            assert said is None, (principal, said)
-        else:
-            assert said is not None and refused in said, (principal, said)
+    assert_refusal(config, req, who, verb, refused)
 
 
 def test_an_admin_removed_from_admins_decides_only_what_they_were_asked() -> None:
@@ -193,13 +186,7 @@ ESCALATED = written(["finance", "ops"], ("bob", "carol", "erin"))  # escalated: 
 def test_someone_asked_through_a_group_they_left_decides_no_longer(
     config: AppConfig, req: TakeoverRequest, who: str, verb: str, refused: str | None
 ) -> None:
-    role = Role.ADMIN if who in config.admins else Role.APPROVER
-    for principal in (via_token(config, who, role), person_principal(config, who)):
-        said = decision_refusal(config, req, principal, verb)
-        if refused is None:
-            assert said is None, (principal, said)
-        else:
-            assert said is not None and refused in said, (principal, said)
+    assert_refusal(config, req, who, verb, refused)
 
 
 def test_who_decides_as_an_admin_after_leaving_the_group_is_journaled_as_an_override() -> None:
@@ -219,3 +206,17 @@ def test_recorded_names_that_are_not_a_list_leave_only_admins() -> None:
     assert (
         decision_refusal(GROUPS_BEFORE, garbled, person_principal(GROUPS_BEFORE, "alice")) is None
     )
+
+
+def assert_refusal(
+    config: AppConfig, req: TakeoverRequest, who: str, verb: str, refused: str | None
+) -> None:
+    """``who`` is refused ``verb`` on ``req`` with a sentence holding ``refused`` (None: allowed),
+    as a token (REST API, console) and as a person (chat, signed link) alike."""
+    role = Role.ADMIN if who in config.admins else Role.APPROVER
+    for principal in (via_token(config, who, role), person_principal(config, who)):
+        said = decision_refusal(config, req, principal, verb)
+        if refused is None:
+            assert said is None, (principal, said)
+        else:
+            assert said is not None and refused in said, (principal, said)
