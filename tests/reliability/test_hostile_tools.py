@@ -119,7 +119,7 @@ def test_a_slow_declared_tool_fails_by_its_time_limit_and_healthz_answers(
         found = wait_done(served, run_id)
         assert found["status"] == "failed", found
         polls_meanwhile = poller.polls
-    assert polls_meanwhile >= 10  # /healthz was asked (and answered < 1 s) while it ran
+    assert polls_meanwhile >= 10  # /healthz was asked (and answered in time) while it ran
     status, _, body = send(served, "GET", f"/v1/runs/{run_id}/journal", timeout=10)
     events = json.loads(body)["events"]
     failed = [e["data"]["error"] for e in events if e["event"] == "step_failed"]
