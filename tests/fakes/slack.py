@@ -18,7 +18,8 @@ It answers the methods Signoff calls (``chat.postMessage``, ``chat.update``,
   more than 5 times: HTTP 404 ``used_url``;
 * a channel in ``missing_channels``: ``channel_not_found``; ``chat.update`` of an unknown
   message: ``message_not_found``;
-* more than ``rate`` ``chat.postMessage`` calls in one second into one channel: HTTP 429 with
+* more than ``rate`` ``chat.postMessage`` calls in ``window`` seconds (one, as Slack counts)
+  into one channel: HTTP 429 with
   ``Retry-After: <retry_after>``; until that time has passed, every call into that channel is
   refused again and counted in ``violations`` (a client that did not wait).
 
@@ -102,7 +103,8 @@ class Response:
 @dataclass
 class FakeSlack:
     token: str = "xoxb-fake-token"
-    rate: int | None = None  # chat.postMessage per channel per second; None: no limit
+    rate: int | None = None  # chat.postMessage per channel per window; None: no limit
+    window: float = 1.0  # seconds; a test that must reach the limit on a slow machine widens it
     retry_after: int = 1  # seconds, as Slack sends them
     post_delay: float = 0.0  # seconds before answering chat.postMessage (after recording it)
     hold_posts: asyncio.Event | None = None  # when set: chat.postMessage answers once it is set
@@ -297,7 +299,7 @@ class FakeSlack:
     def _rate_limited(self, channel: str) -> bool:
         now = asyncio.get_running_loop().time()
         window = self._sent[channel]
-        while window and window[0] <= now - 1.0:
+        while window and window[0] <= now - self.window:
             window.popleft()
         if self.rate is not None and len(window) >= self.rate:
             self._blocked_until[channel] = now + self.retry_after

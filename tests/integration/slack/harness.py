@@ -240,6 +240,7 @@ async def running_slack(
     people: str = PEOPLE,
     extra: str = "",
     rate: int | None = None,
+    window: float = 1.0,
     min_interval: float = 0.0,
     clock: Clock | None = None,
     sweep_interval_seconds: float = NO_BACKGROUND_SWEEP,
@@ -248,7 +249,7 @@ async def running_slack(
     """The real app (REST API, the bolt endpoint, workers, dispatcher) on a loopback port, with
     Slack's Web API on a ``FakeSlack``. Tokens: ``agent``, ``admin`` (alice); ``tokens=False``
     for a second app on a database that has them."""
-    async with FakeSlack(rate=rate) as slack:
+    async with FakeSlack(rate=rate, window=window) as slack:
         text = config_text(db_url, slack, workflows, people=people, extra=extra)
         options = EngineOptions(
             clock=clock or ManualClock(),
