@@ -33,6 +33,7 @@ from tests.reliability.served import (
     NO_WAY_OUT,
     WORKFLOWS,
     Target,
+    _cli,
     config_body,
     running,
     serve,
@@ -167,16 +168,7 @@ BOB_LEFT_FINANCE = FOR_FINANCE.replace("finance: [bob, carol]", "finance: [carol
 def approver_token(config: Path, person: str) -> str:
     """``signoff token create`` for ``person`` under ``config`` (its database)."""
     create = ["token", "create", "--role", "approver", "--name", person, "--person", person]
-    out = subprocess.run(
-        [sys.executable, "-m", "bot.cli", *create, "--config", str(config)],
-        cwd=ROOT,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return out.stdout.strip().splitlines()[-1]
+    return _cli(config, *create).strip().splitlines()[-1]
 
 
 def test_an_approver_removed_from_the_group_only_is_refused_after_a_restart(
