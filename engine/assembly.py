@@ -14,6 +14,7 @@ from typing import Any
 import aiohttp
 
 from engine.adapters.callbacks import CallbackSink
+from engine.adapters.clock import SystemClock as SystemClock  # bot starts clocks from here
 from engine.adapters.connectors.demo_ledger import DemoLedger
 from engine.adapters.connectors.http import HttpConnector
 from engine.adapters.connectors.python_callable import (
@@ -21,6 +22,7 @@ from engine.adapters.connectors.python_callable import (
     PythonConnector,
     PythonTools,
 )
+from engine.adapters.ids import UuidSource
 from engine.adapters.llm import OpenAICompatibleSampler
 from engine.adapters.outbound import OutboundGuard, client_session
 from engine.adapters.store import Database, SqlStore
@@ -35,7 +37,7 @@ from engine.domain.policy_rules import ActionKind
 from engine.domain.proxies import ProxySettings
 from engine.domain.records import NewRun
 from engine.gate import ConfidenceGate
-from engine.ports import Clock, Connector, IdSource, Sampler, StepGate, SystemClock, UuidSource
+from engine.ports import Clock, Connector, IdSource, Sampler, StepGate
 from engine.ports.sink import Sink
 from engine.ports.store import Store
 from engine.services.approval_queue import QueueFilter, QueuePage, approval_queue

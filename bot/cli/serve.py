@@ -115,7 +115,6 @@ def _engine_options() -> EngineOptions | None:
         return None
     from datetime import timedelta
 
-    from engine.assembly import EngineOptions
-    from engine.ports import SystemClock
+    from engine.assembly import EngineOptions, SystemClock
 
     return EngineOptions(clock=SystemClock(timedelta(seconds=float(skew))), sync_clock=True)

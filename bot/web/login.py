@@ -109,8 +109,7 @@ def login_url(next_path: str) -> str:
 
 
 async def _local_admin_link(config: AppConfig) -> str | None:
-    from engine.assembly import open_tokens
-    from engine.ports import SystemClock
+    from engine.assembly import SystemClock, open_tokens
 
     if not config.database.is_sqlite or not config.admins:
         return None

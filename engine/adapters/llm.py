@@ -31,10 +31,11 @@ from typing import Any
 
 import aiohttp
 
+from engine.adapters.clock import SystemClock
 from engine.adapters.outbound import client_session
 from engine.domain.errors import StepError
 from engine.domain.proxies import ProxySettings
-from engine.ports import ChatMessage, Clock, SystemClock
+from engine.ports import ChatMessage, Clock
 
 _RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 _VERSION_SEGMENT = re.compile(r"v\d+[a-z0-9]*\Z")

@@ -11,8 +11,8 @@ import pytest
 
 from engine.domain.model import Principal, Role, TakeoverStatus
 from engine.domain.records import Adopt, NewRun
-from engine.ports import ManualClock
 from tests.support.api import Api, running_api
+from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, person
 from tests.support.web import page, pending_request, sign_in
 

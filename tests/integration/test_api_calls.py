@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from engine.domain.model import RunStatus, TakeoverKind
-from engine.ports import ManualClock
 from tests.support.api import running_api
+from tests.support.clock import ManualClock
 from tests.support.engines import wait_for, wait_status
 
 FLOW = """

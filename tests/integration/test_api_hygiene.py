@@ -18,8 +18,8 @@ from engine.adapters.store.migrate import upgrade_to_head
 from engine.assembly import EngineOptions
 from engine.config import parse_config
 from engine.domain.model import TakeoverStatus
-from engine.ports import ManualClock
 from tests.support.api import Api, config_text, running_api, serving
+from tests.support.clock import ManualClock
 from tests.support.engines import AGENT
 from tests.support.web import REFUND_DEMO, link_path, page, pending_request, sign_in, submit
 

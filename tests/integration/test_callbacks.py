@@ -17,9 +17,9 @@ from engine.adapters.callbacks import SIGNATURE_HEADER, CallbackSink, verify
 from engine.adapters.outbound import OutboundGuard
 from engine.config import parse_config
 from engine.domain.errors import ConfigError
-from engine.ports import ManualClock
 from tests.integration.test_api_calls import CALLS, FLOW, REFUND
 from tests.support.api import config_text, running_api
+from tests.support.clock import ManualClock
 from tests.support.engines import wait_for
 
 SECRET = "s3cret-for-tests"

@@ -19,9 +19,9 @@ from bot.client import (
     requires_approval,
 )
 from engine.domain.model import TakeoverStatus
-from engine.ports import ManualClock
 from tests.integration.test_api_calls import CALLS, FLOW
 from tests.support.api import running_api
+from tests.support.clock import ManualClock
 from tests.support.engines import wait_for
 
 

@@ -8,10 +8,11 @@ from datetime import timedelta
 
 import pytest
 
+from engine.adapters.clock import SystemClock
 from engine.adapters.store.dbclock import DatabaseClock
 from engine.assembly import Engine
 from engine.domain.model import RunStatus, TakeoverStatus
-from engine.ports import ManualClock, SystemClock
+from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, make_engine, person, wait_status
 
 FLOW = """

@@ -19,9 +19,10 @@ from bot.keys import ENGINE
 from engine.assembly import EngineOptions
 from engine.config import parse_config
 from engine.domain.model import JournalEvent, Role, RunStatus, TakeoverStatus
-from engine.ports import ManualClock, SequentialIds
 from tests.support.api import Api
+from tests.support.clock import ManualClock
 from tests.support.engines import wait_status
+from tests.support.ids import SequentialIds
 
 RACERS = [f"racer{i:02d}" for i in range(50)]
 

@@ -15,9 +15,9 @@ from engine.assembly import Engine
 from engine.domain import notify
 from engine.domain.errors import AlreadyDecided, StoreError
 from engine.domain.model import JournalEvent, RunStatus, TakeoverStatus
-from engine.ports import ManualClock
 from engine.services.workers import Sweeper
 from tests.support.api import Api, running_api
+from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, make_engine, person, wait_status
 
 FLOWS = """

@@ -14,8 +14,9 @@ from engine.domain.errors import InvalidRequest, NotFound
 from engine.domain.model import JournalEvent, NewEvent, RunStatus
 from engine.domain.records import NewRun
 from engine.gate import ConfidenceGate, GateSettings
-from engine.ports import GateQuestion, ManualClock
+from engine.ports import GateQuestion
 from tests.fakes.llm import FakeLlm, Reply
+from tests.support.clock import ManualClock
 
 ON = {"SIGNOFF_CONFIDENCE_GATE": "1", "SIGNOFF_CONFIDENCE_ESTIMATOR": "verbalization"}
 

@@ -11,7 +11,7 @@ from engine.domain.confidence import Estimator
 from engine.domain.errors import Forbidden, InvalidRequest
 from engine.domain.model import Principal, Role
 from engine.gate import ConfidenceGate, GateSettings, Outcome, run_command
-from engine.ports import ManualClock
+from tests.support.clock import ManualClock
 
 ADMIN = Principal(name="alice", role=Role.ADMIN, person="alice")
 BOB = Principal(name="bob", role=Role.APPROVER, person="bob")

@@ -16,7 +16,7 @@ import pytest
 
 from engine.assembly import Engine
 from engine.domain.model import JournalEvent, RunStatus, TakeoverStatus
-from engine.ports import ManualClock
+from tests.support.clock import ManualClock
 from tests.support.engines import make_engine, person, wait_status
 from tests.support.golden import GOLDEN_WORKFLOWS, JOURNALS, load, read
 

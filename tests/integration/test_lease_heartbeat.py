@@ -7,8 +7,10 @@ import asyncio
 from datetime import timedelta
 from typing import Any
 
+from engine.adapters.clock import SystemClock
 from engine.domain.model import JournalEvent, RunStatus
-from engine.ports import ConnectorCall, ManualClock, SystemClock
+from engine.ports import ConnectorCall
+from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, make_engine, wait_status
 
 FLOW = """

@@ -16,7 +16,7 @@ from datetime import timedelta
 
 from engine.assembly import Engine
 from engine.domain.model import OutboxRecord
-from engine.ports import ManualClock
+from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, make_engine, wait_for
 
 LEASE_SECONDS = 12

@@ -20,7 +20,7 @@ from engine.assembly import EngineOptions
 from engine.config import parse_config
 from engine.domain.model import Role
 from engine.domain.proxies import ProxySettings
-from engine.ports import ChatMessage, ManualClock, SequentialIds
+from engine.ports import ChatMessage
 from tests.fakes.llm import FakeLlm
 from tests.fakes.proxy import RecordingProxy
 from tests.fakes.slack import FakeSlack
@@ -28,7 +28,9 @@ from tests.integration.slack.harness import USERS, SlackHarness, config_text
 from tests.integration.slack.test_slack_clicks import FLOWS
 from tests.integration.test_outbound_guard import LOOPBACK, LoopbackDns, Receiver, post
 from tests.support.api import Api
+from tests.support.clock import ManualClock
 from tests.support.engines import wait_for
+from tests.support.ids import SequentialIds
 
 NAMES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
 

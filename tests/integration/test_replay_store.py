@@ -13,8 +13,8 @@ from sqlalchemy import func, select, text
 from engine.adapters.store import Database, SqlStore
 from engine.adapters.store import tables as t
 from engine.domain.errors import StoreError
-from engine.ports import ManualClock
 from engine.services.replays import ReplayGuard
+from tests.support.clock import ManualClock
 
 KEEP = timedelta(minutes=15)
 

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
+from engine.adapters.clock import SystemClock
 from engine.domain.model import RunStatus
-from engine.ports import SystemClock
 from tests.support.engines import AGENT, make_engine, person, wait_for, wait_status
 
 FLOW = """

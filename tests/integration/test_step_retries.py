@@ -12,8 +12,9 @@ import pytest
 
 from engine.domain.errors import ConnectorError
 from engine.domain.model import JournalEvent, RunStatus
-from engine.ports import ConnectorCall, ManualClock
+from engine.ports import ConnectorCall
 from engine.services.steps import MAX_ATTEMPTS, RETRY, RetryPolicy
+from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, make_engine, wait_for, wait_status
 
 EXTRA = """

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from engine.domain.model import JournalEvent, RunStatus
-from engine.ports import ManualClock
 from tests.support import tools
 from tests.support.api import Api, running_api
+from tests.support.clock import ManualClock
 from tests.support.engines import wait_for, wait_status
 
 TOOLS = """

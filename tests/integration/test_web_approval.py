@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from engine.domain.model import JournalEvent, Role, RunStatus, TakeoverStatus
-from engine.ports import ManualClock
 from tests.support.api import Api, running_api
+from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, wait_status
 from tests.support.web import (
     REFUND_DEMO,

@@ -13,8 +13,8 @@ from aiohttp import ClientSession, CookieJar
 from bot.tokens import hash_token, new_token
 from bot.web.login import LOCAL_ADMIN
 from engine.domain.model import Role, RunStatus
-from engine.ports import ManualClock
 from tests.support.api import Api, running_api
+from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, wait_status
 from tests.support.web import (
     REFUND_DEMO,

@@ -15,7 +15,7 @@ import pytest
 from bot.web.demo import run_demo, start_demo
 from bot.web.login import local_admin_link
 from engine.domain.model import RunStatus
-from engine.ports import ManualClock
+from tests.support.clock import ManualClock
 from tests.support.engines import wait_status
 from tests.support.process import ROOT, Server, cli, free_port
 from tests.support.web import (

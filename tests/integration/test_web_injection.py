@@ -11,8 +11,8 @@ from urllib.parse import quote
 
 import pytest
 
-from engine.ports import ManualClock
 from tests.support.api import Api, running_api
+from tests.support.clock import ManualClock
 from tests.support.engines import AGENT
 from tests.support.hostile import HIDDEN, HOSTILE
 from tests.support.web import REFUND_DEMO, link_path, page, pending_request, sign_in

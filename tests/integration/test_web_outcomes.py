@@ -11,8 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from engine.domain.model import RunStatus
-from engine.ports import ManualClock
 from tests.support.api import Api, running_api
+from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, wait_status
 from tests.support.web import (
     REFUND_DEMO,

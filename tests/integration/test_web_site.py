@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from engine.ports import ManualClock
 from tests.support.api import Api, running_api
+from tests.support.clock import ManualClock
 from tests.support.engines import AGENT
 from tests.support.web import REFUND_DEMO, link_path, page, pending_request
 

@@ -14,8 +14,8 @@ from aiohttp.test_utils import TestServer
 
 from engine.adapters.callbacks import verify
 from engine.domain.model import RunStatus, TakeoverStatus
-from engine.ports import ManualClock
 from tests.support.api import Api, running_api
+from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, wait_for, wait_status
 from tests.support.web import local, page, pending_request, submit
 

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from engine.domain.model import RunStatus
-from engine.ports import ManualClock
 from tests.fakes.llm import FakeLlm, Reply
 from tests.support.api import Api, running_api
+from tests.support.clock import ManualClock
 from tests.support.engines import wait_for, wait_status
 
 YAML_FLOW = """

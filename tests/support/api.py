@@ -17,8 +17,9 @@ from bot.tokens import hash_token, new_token
 from engine.assembly import Engine, EngineOptions
 from engine.config import parse_config
 from engine.domain.model import Role
-from engine.ports import ManualClock, SequentialIds
+from tests.support.clock import ManualClock
 from tests.support.engines import PEOPLE
+from tests.support.ids import SequentialIds
 
 
 @dataclass

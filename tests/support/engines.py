@@ -10,7 +10,9 @@ from typing import Any
 from engine.assembly import Engine, EngineOptions
 from engine.config import parse_config
 from engine.domain.model import Principal, Role, RunStatus
-from engine.ports import Clock, ManualClock, SequentialIds
+from engine.ports import Clock
+from tests.support.clock import ManualClock
+from tests.support.ids import SequentialIds
 
 PEOPLE = """
 people:

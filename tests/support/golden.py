@@ -33,8 +33,9 @@ from engine.adapters.store.tables import UTCDateTime
 from engine.assembly import Engine, EngineOptions
 from engine.config import parse_config
 from engine.domain.model import RunStatus
-from engine.ports import ManualClock, SequentialIds
+from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, PEOPLE, person, wait_for, wait_status
+from tests.support.ids import SequentialIds
 
 JOURNALS = Path(__file__).resolve().parents[1] / "journals"
 FORMAT = 1

@@ -20,9 +20,10 @@ from bot.web.context import WEB, WebContext
 from engine.assembly import Engine, EngineOptions
 from engine.config import AppConfig, parse_config
 from engine.domain.model import TakeoverRequest, TakeoverStatus
-from engine.ports import ManualClock, SequentialIds
 from tests.support.api import Api, serving
+from tests.support.clock import ManualClock
 from tests.support.engines import PEOPLE, wait_for
+from tests.support.ids import SequentialIds
 from tests.support.process import free_port
 
 

@@ -7,7 +7,7 @@ import threading
 import time
 import uuid
 
-from engine.ports import UuidSource
+from engine.adapters.ids import UuidSource
 
 
 def test_ids_are_version_7_uuids_spelled_as_uuid_spells_them():

@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 from datetime import timedelta
 
-from engine.ports import ManualClock, SystemClock
+from engine.adapters.clock import SystemClock
+from tests.support.clock import ManualClock
 
 
 async def turns(n: int = 10) -> None:

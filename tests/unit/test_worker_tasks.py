@@ -8,8 +8,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from engine.ports import ManualClock
 from engine.services.workers import Workers
+from tests.support.clock import ManualClock
 
 
 class NoStore:

@@ -40,8 +40,8 @@ from engine.adapters.store.migrate import upgrade_to_head
 from engine.assembly import Engine, EngineOptions
 from engine.config import parse_config
 from engine.domain.model import Principal, Role, RunStatus
-from engine.ports import SequentialIds
 from tests.support.engines import wait_for, wait_status
+from tests.support.ids import SequentialIds
 
 HERE = Path(__file__).parent
 CLI = HERE / "node_modules" / "@microsoft" / "m365agentsplayground" / "cli.js"

@@ -14,8 +14,8 @@ from typing import Any, NoReturn
 
 import pytest
 
-from engine.ports import ManualClock
 from tests.support.api import Api
+from tests.support.clock import ManualClock
 from tests.support.web import running_web
 
 CHROMIUM = "/usr/bin/chromium"

@@ -15,8 +15,8 @@ from bot.tokens import hash_token, new_token
 from bot.web.demo import start_demo
 from bot.web.login import LOCAL_ADMIN
 from engine.domain.model import Role, RunStatus, TakeoverStatus
-from engine.ports import ManualClock
 from tests.support.api import Api
+from tests.support.clock import ManualClock
 from tests.support.engines import wait_status
 from tests.support.web import base_url, link_path, pending_request
 

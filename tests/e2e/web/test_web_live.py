@@ -9,8 +9,8 @@ from typing import Any
 
 from bot.web.demo import start_demo
 from engine.domain.model import TakeoverStatus
-from engine.ports import ManualClock
 from tests.support.api import Api
+from tests.support.clock import ManualClock
 from tests.support.web import base_url, link_path, pending_request
 
 TIMEOUT_MS = 15_000

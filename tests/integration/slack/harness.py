@@ -26,10 +26,12 @@ from bot.keys import ENGINE
 from engine.assembly import EngineOptions
 from engine.config import parse_config
 from engine.domain.model import Role, TakeoverRequest, TakeoverStatus
-from engine.ports import Clock, ManualClock, SequentialIds
+from engine.ports import Clock
 from tests.fakes.slack import FakeSlack
 from tests.support.api import Api
+from tests.support.clock import ManualClock
 from tests.support.engines import PEOPLE, wait_for
+from tests.support.ids import SequentialIds
 
 SECRET = "8f14e45fceea167a5a36dedd4bea2543"
 TEAM = "T0SIGNOFF"

@@ -9,10 +9,11 @@ import time
 import pytest
 
 from bot.slack.api import SlackApi, error_code
+from engine.adapters.clock import SystemClock
 from engine.config.sections import SlackConfig
-from engine.ports import ManualClock, SystemClock
 from tests.fakes.slack import FakeSlack
 from tests.integration.slack.harness import CHANNEL, USERS, running_slack
+from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, wait_for
 
 BURST_CHANNEL = "C0BURST00"

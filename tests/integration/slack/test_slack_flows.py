@@ -13,9 +13,9 @@ from bot.api.views import approval_url
 from cards.render import render_slack_card
 from cards.view import build_view
 from engine.domain.model import JournalEvent, RunStatus, TakeoverStatus
-from engine.ports import ManualClock
 from tests.fakes.slack import FakeSlack, Message
 from tests.integration.slack.harness import CHANNEL, USERS, SlackHarness, running_slack
+from tests.support.clock import ManualClock
 from tests.support.engines import wait_for, wait_status
 
 FLOWS = f"""

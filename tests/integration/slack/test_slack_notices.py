@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from engine.domain.model import RunStatus, TakeoverStatus
-from engine.ports import ManualClock
 from tests.fakes.slack import Message
 from tests.integration.slack.harness import CHANNEL, USERS, SlackHarness, running_slack
+from tests.support.clock import ManualClock
 from tests.support.engines import wait_for, wait_status
 
 FLOWS = f"""

@@ -11,8 +11,8 @@ from bot.app import create_app
 from bot.keys import ENGINE
 from engine.assembly import EngineOptions
 from engine.config import parse_config
-from engine.ports import ManualClock
 from tests.integration.slack.harness import SECRET, signed_headers
+from tests.support.clock import ManualClock
 from tests.support.engines import PEOPLE
 
 COMMAND = "command=%2Fsignoff&text=gate+off&user_id=U0ALICE01&team_id=T0SIGNOFF"

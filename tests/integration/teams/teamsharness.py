@@ -27,9 +27,10 @@ from bot.keys import ENGINE
 from engine.assembly import Engine, EngineOptions
 from engine.config import parse_config
 from engine.domain.model import Principal, Role, RunStatus
-from engine.ports import ManualClock, SequentialIds
 from tests.fakes.teams import FakeConnector
+from tests.support.clock import ManualClock
 from tests.support.engines import wait_for, wait_status
+from tests.support.ids import SequentialIds
 
 TENANT = "72f988bf-86f1-41af-91ab-2d7cd011db47"
 BOT = {"id": "28:9f3c2b1a-0000-4000-8000-00000000b07", "name": "Signoff"}

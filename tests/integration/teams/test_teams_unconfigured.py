@@ -24,7 +24,7 @@ from engine.assembly import EngineOptions
 from engine.config import parse_config
 from engine.domain.errors import ConfigError
 from engine.domain.model import RunStatus, TakeoverStatus
-from engine.ports import ManualClock
+from tests.support.clock import ManualClock
 from tests.support.engines import wait_status
 
 

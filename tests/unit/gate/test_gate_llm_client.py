@@ -9,8 +9,9 @@ import pytest
 
 from engine.adapters.llm import OpenAICompatibleSampler, chat_completions_url
 from engine.domain.errors import StepError
-from engine.ports import ChatMessage, ManualClock
+from engine.ports import ChatMessage
 from tests.fakes.llm import FakeLlm, Reply
+from tests.support.clock import ManualClock
 
 HELLO = [ChatMessage("user", "hello")]
 
