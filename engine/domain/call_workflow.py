@@ -19,8 +19,8 @@ from collections.abc import Container, Mapping
 from typing import Any, Protocol, TypeVar
 
 from engine.domain.errors import ConnectorError, NotFound
+from engine.domain.messages import ConnectorCall
 from engine.domain.model import Node, NodeType, Workflow
-from engine.ports import Connector, ConnectorCall
 
 CALL_PREFIX = "call:"
 CALL_STEP = "call"  # the node id of every held call; its journal events carry it
@@ -39,6 +39,13 @@ class CallTarget(Protocol):
 
 
 Target = TypeVar("Target", bound=CallTarget)
+
+
+class Connector(Protocol):
+    """What a held call is handed: ``engine.ports.Connector`` as the domain sees it (the domain
+    imports nothing of the engine, so it states the one method it calls)."""
+
+    async def call(self, call: ConnectorCall) -> Any: ...
 
 
 def call_workflow_name(connector: str, action: str) -> str:

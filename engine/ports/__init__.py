@@ -7,10 +7,13 @@ directly: it is handed a ``Clock``, an ``IdSource``, ``Connector``s, a ``Sampler
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
+
+# The records the protocols below carry are domain data; importers may keep naming them here.
+from engine.domain.messages import ChatMessage as ChatMessage
+from engine.domain.messages import ConnectorCall as ConnectorCall
+from engine.domain.messages import GateQuestion as GateQuestion
 
 
 class Clock(Protocol):
@@ -26,20 +29,6 @@ class IdSource(Protocol):
     def new_id(self) -> str: ...
 
 
-@dataclass(frozen=True, slots=True)
-class ConnectorCall:
-    """One side-effecting call, with the idempotency key ``{run_id}:{step_id}:{attempt}``."""
-
-    connector: str
-    action: str
-    args: Mapping[str, Any]
-    idempotency_key: str
-    run_id: str | None = None
-    step_id: str | None = None
-    account: str | None = None
-    context: Mapping[str, Any] = field(default_factory=dict)
-
-
 @runtime_checkable
 class Connector(Protocol):
     """A named integration. ``call`` performs the action and returns its JSON-able result;
@@ -47,12 +36,6 @@ class Connector(Protocol):
     failures)."""
 
     async def call(self, call: ConnectorCall) -> Any: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ChatMessage:
-    role: str  # system, user, assistant
-    content: str
 
 
 class Sampler(Protocol):
@@ -67,24 +50,6 @@ class Waker(Protocol):
     """Tells workers (in this process, or in every replica) that a run became ready."""
 
     async def wake(self) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class GateQuestion:
-    """What the confidence gate is asked about one pending step."""
-
-    run_id: str
-    workflow: str
-    agent: str | None
-    step_id: str
-    node_type: str
-    connector: str | None
-    action: str | None
-    args: Any
-    prior_outputs: Mapping[str, Any]
-    requires_confidence: bool
-    channels: tuple[str, ...]  # the step's own channels (may be empty)
-    approvers: tuple[str, ...]  # the step's own approvers (may be empty)
 
 
 class StepGate(Protocol):
