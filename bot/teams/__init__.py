@@ -34,9 +34,9 @@ from bot.teams.handlers import TeamsHandlers
 from bot.teams.pacing import Pacing
 from bot.teams.sink import TeamsSink
 from engine.assembly import Engine
+from engine.background import cancel_and_wait
 from engine.domain.errors import InvalidRequest
 from engine.domain.json_input import parse_json
-from engine.services.background import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

@@ -31,13 +31,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from engine.background import BackgroundLoop, cancel_and_wait
 from engine.domain.errors import DeliveryError, SignoffError
 from engine.domain.model import OutboxRecord
 from engine.domain.outbox import URGENT_KINDS
 from engine.ports import Clock
 from engine.ports.sink import Sink
 from engine.ports.store import OutboxStore
-from engine.services.background import BackgroundLoop, cancel_and_wait
 
 # ``DeliveryError`` and ``Sink`` are the port's (``engine.ports.sink``); named here too for the
 # sinks that import them with the dispatcher.

@@ -17,12 +17,12 @@ from collections import deque
 from collections.abc import Callable
 from datetime import timedelta
 
+from engine.background import BackgroundLoop, cancel_and_wait
 from engine.domain.errors import SignoffError
 from engine.domain.records import Adopt, OutboxFor
 from engine.ports import Clock
 from engine.ports.store import Store
 from engine.services import crashpoints, reminders
-from engine.services.background import BackgroundLoop, cancel_and_wait
 from engine.services.interpreter import Interpreter, Written
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from engine.services.background import cancel_and_wait
+from engine.background import cancel_and_wait
 
 
 async def _worker(cleanup: str) -> None:
@@ -78,7 +78,7 @@ async def test_cleanup_inside_a_cancelled_task_goes_on() -> None:
 async def test_a_task_that_swallows_a_cancellation_is_cancelled_again(monkeypatch) -> None:
     """A loop whose driver turns the cancellation into an error of its own, which the loop
     catches and retries (as a reconnect loop does), still ends: ``stop`` never hangs."""
-    monkeypatch.setattr("engine.services.background._AGAIN_SECONDS", 0.01)
+    monkeypatch.setattr("engine.background._AGAIN_SECONDS", 0.01)
     swallowed = 0
 
     async def retrying() -> None:

@@ -18,8 +18,8 @@ from sqlalchemy import text
 from sqlalchemy.engine import Connection
 
 from engine.adapters.store.db import Database
+from engine.background import BackgroundLoop
 from engine.ports import Clock
-from engine.services.background import BackgroundLoop
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy.engine import make_url
 
 from engine.adapters.store.db import OUTBOX_READY, READY_CHANNEL, RUNS_READY
-from engine.services.background import cancel_and_wait
+from engine.background import cancel_and_wait
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,9 @@
 """One background task per service (sweeper, outbox dispatcher, database clock): started with
-the engine, cancelled when it stops."""
+the engine, cancelled when it stops.
+
+Outside the layers on purpose: services (workers, delivery), adapters (the database clock, the
+PostgreSQL listener) and front ends all run loops, and adapters never import services. It
+imports nothing of the engine."""
 
 from __future__ import annotations
 
