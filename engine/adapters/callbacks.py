@@ -31,11 +31,11 @@ import secrets
 import aiohttp
 
 from engine.adapters.outbound import OutboundGuard, RefusedTarget
-from engine.adapters.store import SqlStore
 from engine.domain.calls_view import call_view
 from engine.domain.errors import DeliveryError, InvalidRequest, NotFound
 from engine.domain.model import OutboxRecord
 from engine.ports import Clock
+from engine.ports.deliveries import CallbackReads
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class CallbackSink:
 
     def __init__(
         self,
-        store: SqlStore,
+        store: CallbackReads,
         clock: Clock,
         secret_key: str,
         *,

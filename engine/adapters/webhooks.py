@@ -33,12 +33,12 @@ import aiohttp
 
 from engine.adapters.callbacks import SIGNATURE_HEADER, signature
 from engine.adapters.outbound import client_session
-from engine.adapters.store import SqlStore
 from engine.config import WebhookConfig
 from engine.domain.errors import DeliveryError, NotFound
 from engine.domain.model import OutboxRecord, Run, TakeoverRequest
 from engine.domain.proxies import ProxySettings
 from engine.ports import Clock
+from engine.ports.deliveries import WebhookReads
 
 DELIVERY_HEADER = "X-Signoff-Delivery"
 _RETRY_4XX = {408, 429}
@@ -55,7 +55,7 @@ class WebhookSink:
     def __init__(
         self,
         webhooks: Mapping[str, WebhookConfig],
-        store: SqlStore,
+        store: WebhookReads,
         clock: Clock,
         *,
         view_json: ViewJson,
