@@ -26,6 +26,7 @@ from engine.adapters.ids import UuidSource
 from engine.adapters.llm import OpenAICompatibleSampler
 from engine.adapters.outbound import OutboundGuard, client_session
 from engine.adapters.store import Database, SqlStore
+from engine.adapters.store.db import sqlite_file as sqlite_file  # for bot/cli/checks.py
 from engine.adapters.store.dbclock import DatabaseClock
 from engine.adapters.store.listen import PgListener
 from engine.adapters.webhooks import WebhookSink

@@ -61,21 +61,11 @@ def _refuse(problems: tuple[str, ...] | list[str]) -> None:
     raise SystemExit(EXIT_CONFIG)
 
 
-def sqlite_file(url: str) -> str | None:
-    """The file of a SQLite URL (None: not SQLite, or an in-memory database)."""
-    from sqlalchemy.engine import make_url
-
-    parsed = make_url(url)
-    if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
-        return None
-    return parsed.database
-
-
 async def database_state(config: AppConfig) -> tuple[str | None, str]:
     """``(problem, dialect and revision)``: ``problem`` is None when the schema is the code's."""
     import asyncio
 
-    from engine.assembly import database_dialect, schema_head, schema_revision
+    from engine.assembly import database_dialect, schema_head, schema_revision, sqlite_file
 
     url = config.database.url
     path = sqlite_file(url)

@@ -215,6 +215,14 @@ class Database:
             self.sync_engine.dispose()
 
 
+def sqlite_file(url: str) -> str | None:
+    """The file of a SQLite URL (None: not SQLite, or an in-memory database)."""
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
+        return None
+    return parsed.database
+
+
 def _as_async(work: Callable[[Connection], T]) -> Callable[[AsyncConnection], Awaitable[T]]:
     """A plain unit of work, run on an async connection (PostgreSQL through asyncpg)."""
 
