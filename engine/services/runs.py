@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Any, Protocol
 
-from engine.config import AppConfig
-from engine.domain.approvers import acting_agent, person_principal
+from engine.domain.approvers import Roster, acting_agent, person_principal
 from engine.domain.call_workflow import is_call_workflow
 from engine.domain.errors import InvalidRequest
 from engine.domain.model import Principal, Role, Run, Workflow
@@ -35,8 +34,8 @@ class RunCreator(Protocol):
 class Runs:
     """The runs' use cases the front ends call."""
 
-    def __init__(self, config: AppConfig, workflows: WorkflowLookup, create: RunCreator) -> None:
-        self._config = config
+    def __init__(self, people: Roster, workflows: WorkflowLookup, create: RunCreator) -> None:
+        self._people = people  # the configuration's people, admins and groups
         self._workflows = workflows
         self._create = create
 
@@ -62,4 +61,4 @@ class Runs:
 
     def principal_for_person(self, person: str) -> Principal:
         """A person from ``people:`` acting in chat or on the web page."""
-        return person_principal(self._config, person)
+        return person_principal(self._people, person)

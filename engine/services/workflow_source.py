@@ -11,9 +11,8 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from engine.config import ConnectorConfig
 from engine.config.workflows import load_workflow
-from engine.domain.call_workflow import call_workflow, is_call_workflow
+from engine.domain.call_workflow import CallTarget, call_workflow, is_call_workflow
 from engine.domain.errors import ConfigError, NotFound
 from engine.domain.model import Workflow
 from engine.ports.store import WorkflowStore
@@ -25,7 +24,7 @@ class WorkflowSource:
         configured: Mapping[str, Workflow],
         store: WorkflowStore,
         *,
-        connectors: Mapping[str, ConnectorConfig] | None = None,
+        connectors: Mapping[str, CallTarget] | None = None,
         check_stored: Callable[[Workflow], list[str]] = lambda workflow: [],
     ) -> None:
         self.configured = dict(configured)
