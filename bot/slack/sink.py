@@ -157,15 +157,14 @@ class SlackSink:
 
     async def _notice(self, message: OutboxRecord, target: str) -> None:
         if message.run_id is None:
-            rendered = await self.messages.notice(message, [])
+            rendered = await self.messages.notice(message)
             if rendered is not None:
                 await self.api.post(
                     target, rendered.message, thread_ts=None, dedupe_key=message.dedupe_key
                 )
             return
         state = await self._state(message.run_id, message.channel, target)
-        earlier = [m for m in state.messages if m.request_id == message.request_id]
-        rendered = await self.messages.notice(message, earlier)
+        rendered = await self.messages.notice(message)
         if rendered is None:
             log.warning("outbox message %s: unknown notice %r", message.id, message.payload)
             return

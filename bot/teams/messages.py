@@ -11,18 +11,23 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
-from datetime import datetime
 from typing import Any
 from weakref import WeakKeyDictionary
 
 from bot.api.views import approval_url
 from bot.teams.activities import Outgoing
-from cards.notice_fields import confidence_fields, step_result_fields
+from cards.notice_fields import (
+    REQUEST_NOTICES,
+    confidence_fields,
+    request_notice_fields,
+    step_result_fields,
+)
+from cards.notices import Mention, NoticeKind
 from cards.render import render_notice, render_teams_card, teams_mention_activity
-from cards.view import ApprovalView, build_view, decider_text
+from cards.view import ApprovalView, build_view
 from engine.assembly import Engine
 from engine.domain.errors import NotFound
-from engine.domain.model import OutboxRecord, TakeoverRequest, TakeoverStatus
+from engine.domain.model import OutboxRecord, TakeoverRequest
 
 _RENDERED_MAX = 512
 # Per engine: two engines in one process (tests, a replica per database) may hold requests of
@@ -106,10 +111,11 @@ def reply(text: str) -> Outgoing:
 async def notice_message(engine: Engine, record: OutboxRecord) -> Outgoing | None:
     """The thread notice an outbox row asks for; None when there is nothing to say.
 
-    Payloads (``engine.domain.notify``, ``engine.services.reminders``): ``decision``/``expired``
-    {requestId}; ``step_result`` {runId, stepId, ok, output|error}; ``confidence`` {runId, stepId,
-    confidence}; ``reminder`` {requestId, expiresAt, approvers}; ``escalated`` {requestId,
-    people, waitedMinutes}. People named in reminders and escalations are @mentioned."""
+    Payloads (``engine.domain.notify``, ``engine.services.reminders``): ``decision``
+    {requestId, status, votes, takenOver?}; ``expired`` {requestId}; ``step_result`` {runId,
+    stepId, ok, output|error}; ``confidence`` {runId, stepId, confidence}; ``reminder``
+    {requestId, expiresAt, approvers}; ``escalated`` {requestId, people, waitedMinutes}.
+    People named in reminders and escalations are @mentioned."""
     payload = record.payload
     kind = str(payload.get("notice", ""))
     if kind == "step_result":
@@ -117,44 +123,15 @@ async def notice_message(engine: Engine, record: OutboxRecord) -> Outgoing | Non
     if kind == "confidence":
         return _render(kind, confidence_fields(payload))
     request = await _request(engine, payload.get("requestId") or record.request_id)
-    if request is None or kind not in ("decision", "expired", "reminder", "escalated"):
+    if request is None or kind not in REQUEST_NOTICES:
         return None
     view = await approval_view(engine, request)
-    if kind == "decision":
-        status, votes = _queued_state(record, request)
-        taken_over = status is TakeoverStatus.RELEASED and await _was_taken_over(engine, record)
-        return _render(kind, _decision(request, view, status, votes, taken_over=taken_over))
-    data: dict[str, Any]
-    if kind == "expired":
-        data = {
-            "expired_at": request.decided_at or request.expires_at,
-            "timeout_behavior": request.timeout_behavior.value,
-            "title": view.title,
-        }
-        return _render(kind, data)
-    if kind == "reminder":
-        voted = {v.person for v in request.votes}
-        names = [p for p in payload.get("approvers") or request.approvers if p not in voted]
-        mentions = _mentions(engine, names)
-        data = {
-            "expires_at": _time(payload.get("expiresAt")) or request.expires_at,
-            "title": view.title,
-            "approval_url": view.approval_url,
-            "quorum": view.quorum if request.approvals_required > 1 else None,
-            "mentions": mentions,
-        }
-    else:
-        mentions = _mentions(engine, payload.get("people") or request.escalate_to)
-        data = {
-            "mentions": mentions,
-            "title": view.title,
-            "waited_minutes": payload.get("waitedMinutes"),
-            "approval_url": view.approval_url,
-        }
-    return _render(kind, data, mentions)
+    notice = NoticeKind(kind)
+    data = request_notice_fields(notice, request, view, payload, lambda p: _mentions(engine, p))
+    return _render(kind, data, data.get("mentions", ()))
 
 
-def _render(kind: str, data: dict[str, Any], mentions: Sequence[dict[str, str]] = ()) -> Outgoing:
+def _render(kind: str, data: dict[str, Any], mentions: Sequence[Mention] = ()) -> Outgoing:
     card = render_notice(kind, "teams", **data)
     assert isinstance(card, dict)
     if not mentions:
@@ -173,83 +150,12 @@ async def _request(engine: Engine, request_id: Any) -> TakeoverRequest | None:
         return None
 
 
-def _queued_state(record: OutboxRecord, request: TakeoverRequest) -> tuple[TakeoverStatus, int]:
-    """The status and vote count a decision notice was queued for. ``engine.domain.notify`` writes
-    them into the dedupe key (``notice:decision:<id>:<channel>:<status>:<votes>``), not the
-    payload; the notice describes that decision, not whatever the request has become since."""
-    _, status_text, votes_text = record.dedupe_key.rsplit(":", 2)
-    try:
-        return TakeoverStatus(status_text), int(votes_text)
-    except ValueError:
-        return request.status, len(request.votes)
-
-
-async def _was_taken_over(engine: Engine, record: OutboxRecord) -> bool:
-    """Whether a released request went through "taken over" first (then its release is a
-    hand-back, not an approval): a decision notice was queued for its ``granted`` state."""
-    if record.run_id is None:
-        return False
-    prefix = f"notice:decision:{record.request_id}:{record.channel}:granted:"
-    queued = await engine.queries.outbox_messages(run_id=record.run_id)
-    return any(m.dedupe_key.startswith(prefix) for m, _, _ in queued)
-
-
-def _decision(
-    request: TakeoverRequest,
-    view: ApprovalView,
-    status: TakeoverStatus,
-    votes: int,
-    *,
-    taken_over: bool,
-) -> dict[str, Any]:
-    required = request.approvals_required
-    quorum = f"{min(votes, required)} of {required} approvals" if required > 1 else None
-    actor, verb, at, notes = request.decided_by, "grant", request.decided_at, request.notes
-    if status is TakeoverStatus.PENDING and 0 < votes <= len(request.votes):
-        vote = request.votes[votes - 1]
-        actor, at, notes = vote.person, vote.at, vote.notes
-    elif status is TakeoverStatus.GRANTED:
-        verb, quorum = "takeover", None
-    elif status is TakeoverStatus.RELEASED and (
-        taken_over or (request.released_by or actor) != actor
-    ):
-        verb, actor, at, quorum, notes = (
-            "release",
-            request.released_by,
-            request.released_at,
-            None,
-            None,
-        )
-    elif status is TakeoverStatus.DENIED:
-        verb, quorum = "deny", None
-    elif status is TakeoverStatus.CANCELLED:
-        verb, quorum, notes = "cancel", None, None
-    return {
-        "actor": decider_text(request, actor) or "someone",
-        "verb": verb,
-        "status": status.value,
-        "notes": notes,
-        "at": at,
-        "title": view.title,
-        "quorum": quorum,
-    }
-
-
-def _mentions(engine: Engine, people: Iterable[str]) -> list[dict[str, str]]:
+def _mentions(engine: Engine, people: Iterable[str]) -> list[Mention]:
     """People with a Teams identity, as ``{"id": <AAD object id>, "name"}`` (Teams accepts the
     AAD object id as a mention's id)."""
-    out = []
+    out: list[Mention] = []
     for name in people:
         person = engine.config.people.get(name)
         if person is not None and person.teams:
             out.append({"id": person.teams, "name": name})
     return out
-
-
-def _time(value: object) -> datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except ValueError:
-        return None

@@ -30,10 +30,21 @@ def new_card(request: TakeoverRequest) -> list[OutboxMessage]:
     ]
 
 
-def card_changed(request: TakeoverRequest) -> list[OutboxMessage]:
-    """After a decision or expiry: update the card in place and post a notice in the thread."""
+def card_changed(request: TakeoverRequest, *, taken_over: bool = False) -> list[OutboxMessage]:
+    """After a decision or expiry: update the card in place and post a notice in the thread.
+
+    The notice describes the decision that queued it, not whatever the request has become by
+    the time it is delivered: its payload carries the status and vote count of that moment, and
+    ``takenOver`` when a release hands back a request someone took over (``card_handed_back``)
+    rather than approving it. Every channel renders the same fields; the dedupe key (stored,
+    deduped against) keeps its shape and is never read back."""
     state = f"{request.status.value}:{len(request.votes)}"
     notice = "expired" if request.status.value == "expired" else "decision"
+    payload: dict[str, Any] = {"notice": notice, "requestId": request.id}
+    if notice == "decision":
+        payload.update(status=request.status.value, votes=len(request.votes))
+        if taken_over:
+            payload["takenOver"] = True
     out: list[OutboxMessage] = []
     for channel in _deliverable(request.channels):
         out.append(
@@ -51,12 +62,17 @@ def card_changed(request: TakeoverRequest) -> list[OutboxMessage]:
                 channel=channel,
                 kind="notice",
                 dedupe_key=f"notice:{notice}:{request.id}:{channel}:{state}",
-                payload={"notice": notice, "requestId": request.id},
+                payload=dict(payload),
                 run_id=request.run_id,
                 request_id=request.id,
             )
         )
     return out
+
+
+def card_handed_back(request: TakeoverRequest) -> list[OutboxMessage]:
+    """``card_changed`` for a release: the request was taken over (granted) and is handed back."""
+    return card_changed(request, taken_over=True)
 
 
 def notice(

@@ -226,7 +226,7 @@ class Approvals:
                     who.name,
                     now,
                     admin=who.is_admin,
-                    outbox=notify.card_changed,
+                    outbox=notify.card_handed_back,
                     adopt=offer,
                     check=check,
                 )
@@ -236,7 +236,7 @@ class Approvals:
                     who.name,
                     now,
                     admin=who.is_admin,
-                    outbox=notify.card_changed,
+                    outbox=notify.card_handed_back,
                     check=check,
                 )
                 after = await self.store.with_link_use(link, unit)
