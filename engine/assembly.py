@@ -15,13 +15,8 @@ import aiohttp
 
 from engine.adapters.callbacks import CallbackSink
 from engine.adapters.clock import SystemClock as SystemClock  # bot starts clocks from here
-from engine.adapters.connectors.demo_ledger import DemoLedger
-from engine.adapters.connectors.http import HttpConnector
-from engine.adapters.connectors.python_callable import (
-    CallableRunner,
-    PythonConnector,
-    PythonTools,
-)
+from engine.adapters.connectors.builders import build_connectors
+from engine.adapters.connectors.python_callable import CallableRunner, PythonTools
 from engine.adapters.ids import UuidSource
 from engine.adapters.llm import OpenAICompatibleSampler
 from engine.adapters.outbound import OutboundGuard, client_session
@@ -300,30 +295,6 @@ def build_sampler(config: AppConfig) -> OpenAICompatibleSampler | None:
         llm.max_retries,
         proxies=config.proxies,
     )
-
-
-def build_connectors(
-    config: AppConfig, store: SqlStore, clock: Clock, callables: CallableRunner
-) -> dict[str, Connector]:
-    out: dict[str, Connector] = {}
-    for name, c in config.connectors.items():
-        if c.type == "demo-ledger":
-            out[name] = DemoLedger(name, store, clock)
-        elif c.type == "http":
-            out[name] = HttpConnector(
-                name,
-                c.base_url or "",
-                actions={
-                    a: (spec.method or "POST", spec.path or "/" + a)
-                    for a, spec in c.actions.items()
-                },
-                headers=dict(c.headers),
-                timeout_seconds=c.timeout_seconds,
-                proxies=config.proxies,
-            )
-        elif c.type == "python":
-            out[name] = PythonConnector(name, c.function or "", callables, c.timeout_seconds)
-    return out
 
 
 def channels_of(values: Sequence[str]) -> tuple[str, ...]:

@@ -50,10 +50,14 @@ _HTTP_ONLY = ("baseUrl", "headers")
 
 
 class ConnectorType(StrEnum):
+    """The one table of connector types: ``type:`` accepts exactly these, and
+    ``engine.assembly.CONNECTOR_BUILDERS`` has one builder per member (a unit test checks).
+    A step that posts a chat message is an ``http`` connector; approval cards and notices
+    reach chat through ``channels:``, not through a connector."""
+
     HTTP = "http"  # POST/GET ... to baseUrl + action path, with an Idempotency-Key header
     PYTHON = "python"  # a "module:function" callable
     DEMO_LEDGER = "demo-ledger"  # the built-in in-memory ledger of the demo workflow
-    SLACK_MESSAGE = "slack-message"  # posts a message through the configured Slack bot
 
 
 def _no_headers() -> Mapping[str, str]:

@@ -565,7 +565,7 @@ def test_connector_problems() -> None:
           b: {type: python, function: nocolon, baseUrl: "http://x"}
           c: {type: ftp}
           demo-ledger: {type: http, baseUrl: "http://x"}
-          e: {type: slack-message, actions: {post: {method: GET}}}
+          e: {type: python, function: "m:f", actions: {post: {method: GET}}}
           f: {type: http, baseUrl: "ftp://x", headers: {"Bad Header": v}}
         """
     )
@@ -574,9 +574,9 @@ def test_connector_problems() -> None:
         'connectors.a.actions.x.kind: must be one of read, write, destructive, got "delete"',
         "connectors.b.baseUrl: only valid on http connectors, not python",
         'connectors.b.function: must look like "module.path:function", got "nocolon"',
-        'connectors.c.type: must be one of http, python, demo-ledger, slack-message, got "ftp"',
+        'connectors.c.type: must be one of http, python, demo-ledger, got "ftp"',
         "connectors.demo-ledger.type: the demo-ledger connector must have type demo-ledger",
-        "connectors.e.actions.post.method: only valid on http connectors, not slack-message",
+        "connectors.e.actions.post.method: only valid on http connectors, not python",
         'connectors.f.baseUrl: must be an http:// or https:// URL, got "ftp://x"',
         "connectors.f.headers.Bad Header: invalid header name",
     ]
