@@ -13,16 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from cards.render import (
-    NoticeKind,
-    render_notice,
-    render_slack_card,
-    render_teams_card,
-    render_web_card,
-)
+from cards.render import NoticeKind, card_channels, render_card, render_notice
 from cards.samples import SAMPLE_NOTICES, STATES, sample_view
-
-PLATFORMS = ("slack", "teams", "web")
 
 
 def add_cards_parser(subparsers: Any) -> None:
@@ -33,10 +25,10 @@ def add_cards_parser(subparsers: Any) -> None:
         "render",
         help="print a card or notice for one platform",
         description="Print the approval card (or a thread notice) for a built-in sample "
-        "request, as JSON for Slack/Teams or an HTML fragment for the web.",
+        "request, in a channel's format: JSON to paste into its designer, or an HTML fragment.",
     )
     render.add_argument("--state", choices=STATES, default="pending")
-    render.add_argument("--platform", choices=PLATFORMS, required=True)
+    render.add_argument("--platform", choices=card_channels(), required=True)
     render.add_argument(
         "--args",
         metavar="FILE",
@@ -73,14 +65,7 @@ def cards_render(
                 message = f"signoff cards render: cannot read --args {args.args}: {exc}"
                 print(message, file=sys.stderr)
                 return 2
-        if args.platform == "slack":
-            rendered = render_slack_card(view)
-        elif args.platform == "teams":
-            rendered = render_teams_card(view)
-        else:
-            rendered = render_web_card(
-                view, csrf_token="sample-csrf-token", form_action="/approvals/tk_7f3a9c/decide"
-            )
+        rendered = render_card(args.platform, view)
     if isinstance(rendered, str):
         out.write(rendered if rendered.endswith("\n") else rendered + "\n")
     else:

@@ -174,8 +174,8 @@ class Flavor(Enum):
 
     PLAIN = "plain"  # Slack plain_text, HTML (autoescaped later by jinja2)
     MRKDWN = "mrkdwn"  # Slack mrkdwn text
-    SLACK_CODE = "slack_code"  # Slack mrkdwn inside a ``` code block
-    TEAMS = "teams"  # Adaptive Card TextRun text
+    MRKDWN_CODE = "mrkdwn_code"  # Slack mrkdwn inside a ``` code block
+    CARD_TEXT = "card_text"  # Adaptive Card TextRun text (Teams)
 
 
 # Adaptive Card hosts replace {{DATE(...)}} / {{TIME(...)}} in text: break "{{" + 4 capitals + "(".
@@ -185,13 +185,13 @@ _BACKTICKS = re.compile(r"`{2,}")
 
 
 def _apply_flavor(raw: str, shown: list[str], flavor: Flavor) -> list[str]:
-    if flavor is Flavor.TEAMS:
+    if flavor is Flavor.CARD_TEXT:
         for m in _AC_FUNCTION.finditer(raw):
             shown[m.start()] = _escape_char("{")
-    elif flavor is Flavor.SLACK_CODE:
+    elif flavor is Flavor.MRKDWN_CODE:
         for m in _BACKTICKS.finditer(raw):
             shown[m.start() : m.end()] = [_escape_char("`")] * (m.end() - m.start())
-    if flavor in (Flavor.MRKDWN, Flavor.SLACK_CODE):
+    if flavor in (Flavor.MRKDWN, Flavor.MRKDWN_CODE):
         shown = [s.translate(_MRKDWN) for s in shown]
     return shown
 
@@ -216,29 +216,9 @@ def atoms(text: str, flavor: Flavor, *, json_escapes: bool = False) -> list[Atom
     return out
 
 
-def slack_code_edges(chunk: str) -> str:
-    """A backtick at the edge of a Slack code block would merge with the ``` fence: escape it.
-    Callers leave 10 characters of room for this."""
-    if chunk.startswith("`"):
-        chunk = "\\u0060" + chunk[1:]
-    if chunk.endswith("`"):
-        chunk = chunk[:-1] + "\\u0060"
-    return chunk
-
-
 def utf16_len(text: str) -> int:
     """Length in UTF-16 code units: never less than the code point count platforms may use."""
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
-
-
-def teams_cost(text: str) -> int:
-    """Bytes ``text`` adds to a card, as ``cards.limits.teams_card_bytes`` counts them: its
-    JSON string (the escapes JSON needs, no others) in UTF-16 or UTF-8, whichever is larger."""
-    escaped = json.dumps(text, ensure_ascii=False)[1:-1]
-    return max(
-        len(escaped.encode("utf-16-le", "surrogatepass")),
-        len(escaped.encode("utf-8", "surrogatepass")),
-    )
 
 
 def truncate(text: str, limit: int, flavor: Flavor, cost: Callable[[str], int] = utf16_len) -> str:

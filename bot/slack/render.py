@@ -21,7 +21,8 @@ from cards.notice_fields import (
     step_result_fields,
 )
 from cards.notices import Mention, NoticeKind
-from cards.render import render_notice, render_slack_card
+from cards.render import render_notice
+from cards.slack.render import render_slack_card
 from cards.view import ApprovalView, build_view
 from engine.assembly import Engine
 from engine.domain.model import OutboxRecord, Run, TakeoverRequest

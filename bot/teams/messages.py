@@ -23,7 +23,8 @@ from cards.notice_fields import (
     step_result_fields,
 )
 from cards.notices import Mention, NoticeKind
-from cards.render import render_notice, render_teams_card, teams_mention_activity
+from cards.render import render_notice
+from cards.teams.render import render_teams_card, teams_mention_activity
 from cards.view import ApprovalView, build_view
 from engine.assembly import Engine
 from engine.domain.errors import NotFound

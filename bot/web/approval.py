@@ -35,9 +35,9 @@ from bot.web.context import WebContext, web_context
 from bot.web.login import login_url
 from bot.web.pages import page, redirect, render
 from bot.web.security import CSRF_FIELD
-from cards.render import render_web_card
 from cards.templating import plain_date
 from cards.view import build_view
+from cards.web.render import render_web_card
 from engine.domain.errors import SignoffError, Unauthorized
 from engine.domain.expiry import status_at
 from engine.domain.model import Principal, TakeoverRequest, TakeoverStatus

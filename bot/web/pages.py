@@ -2,10 +2,10 @@
 pages (the REST API keeps its JSON errors). Their security headers are ``bot.hygiene``'s.
 
 Escaping: ``autoescape`` is on for every template, and ``finalize`` is the cards' web finalizer
-(``cards.templating.WEB``): every interpolated value that is not already ``Markup`` goes through
+(``cards.web.templating.WEB``): every interpolated value that is not already ``Markup`` goes through
 ``cards.text.visible`` (invisible and look-altering characters written as ``\\uXXXX``) before
 jinja2 escapes it. The only ``Markup`` a page receives is the card fragment that
-``cards.render.render_web_card`` produced under the same rules.
+``cards.web.render.render_web_card`` produced under the same rules.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from aiohttp import web
 from bot.api.errors import status_for
 from bot.api.routing import Handler
 from bot.web.context import web_context
-from cards.templating import WEB as CARDS_WEB
+from cards.web.templating import WEB as CARDS_WEB
 from engine.domain.errors import SignoffError
 from engine.domain.timeline import human_duration
 

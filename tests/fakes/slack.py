@@ -5,7 +5,7 @@ It answers the methods Signoff calls (``chat.postMessage``, ``chat.update``,
 ``chat.postEphemeral``, ``auth.test``) the way Slack does, and refuses what Slack refuses:
 
 * a wrong bearer token: ``invalid_auth``;
-* Block Kit over the limits (``cards.limits.check_blocks``): ``invalid_blocks``; a message
+* Block Kit over the limits (``cards.slack.limits.check_blocks``): ``invalid_blocks``; a message
   ``text`` over 40,000 characters: ``msg_too_long``;
 * a view over Slack's view limits (title/submit/close text 24 characters, 100 blocks, input
   label 2000, ``plain_text_input`` ``min_length``/``max_length`` 3000, placeholder 150,
@@ -43,7 +43,7 @@ from typing import Any
 
 from aiohttp import web
 
-from cards.limits import SLACK_MAX_MESSAGE_TEXT, check_blocks
+from cards.slack.limits import SLACK_MAX_MESSAGE_TEXT, check_blocks
 
 # Slack's limits for views (https://docs.slack.dev/reference/views,
 # .../block-kit/blocks/input-block, .../block-kit/block-elements/plain-text-input-element).

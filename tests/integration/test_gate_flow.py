@@ -9,8 +9,9 @@ import json
 import pytest
 
 from bot.api.views import approval_url
-from cards.render import render_slack_card, render_web_card
+from cards.slack.render import render_slack_card
 from cards.view import build_view
+from cards.web.render import render_web_card
 from engine.domain.model import JournalEvent, RunStatus, TakeoverKind
 from tests.fakes.llm import FakeLlm, Reply
 from tests.support.api import running_api

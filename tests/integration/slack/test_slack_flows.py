@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from bot.api.views import approval_url
-from cards.render import render_slack_card
+from cards.slack.render import render_slack_card
 from cards.view import build_view
 from engine.domain.model import JournalEvent, RunStatus, TakeoverStatus
 from tests.fakes.slack import FakeSlack, Message

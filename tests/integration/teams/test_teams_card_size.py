@@ -11,9 +11,9 @@ import pytest
 from teamsharness import BOT, CHANNEL, TENANT
 
 from bot.teams.adapter import Outgoing, TeamsAdapter
-from cards.limits import TEAMS_MAX_CARD_BYTES
-from cards.render import render_teams_card
 from cards.samples import sample_view
+from cards.teams.limits import TEAMS_MAX_CARD_BYTES
+from cards.teams.render import render_teams_card
 from engine.config.sections import TeamsConfig
 from tests.fakes.teams import FakeConnector
 

@@ -16,7 +16,8 @@ from typing import Any
 import jsonschema
 from slack_sdk.models.blocks import Block
 
-from cards.limits import TEAMS_MAX_CARD_BYTES, check_message, teams_card_bytes
+from cards.slack.limits import check_message
+from cards.teams.limits import TEAMS_MAX_CARD_BYTES, teams_card_bytes
 from cards.text import undo_visible
 
 SCHEMA = json.loads((Path(__file__).parent / "adaptive-card-1.5.json").read_text("utf-8"))

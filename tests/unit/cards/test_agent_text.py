@@ -17,10 +17,13 @@ import pytest
 
 from cards.notice_fields import confidence_fields, step_result_fields
 from cards.notices import NoticeKind
-from cards.render import render_notice, render_slack_card, render_teams_card, render_web_card
+from cards.render import render_notice
 from cards.samples import APPROVAL_URL, RUN_URL, SAMPLE_NOW, sample_request, sample_run
+from cards.slack.render import render_slack_card
+from cards.teams.render import render_teams_card
 from cards.text import agent_text
 from cards.view import build_view
+from cards.web.render import render_web_card
 from engine.domain.timeline import minutes_text
 
 FORGED = (

@@ -13,14 +13,11 @@ from typing import Any
 import pytest
 from cardchecks import assert_valid_html, assert_valid_slack, assert_valid_teams
 
-from cards.render import (
-    NoticeKind,
-    render_notice,
-    render_slack_card,
-    render_teams_card,
-    render_web_card,
-)
+from cards.render import NoticeKind, render_notice
 from cards.samples import SAMPLE_NOTICES, STATES, sample_view
+from cards.slack.render import render_slack_card
+from cards.teams.render import render_teams_card
+from cards.web.render import render_web_card
 
 GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "cards"
 UPDATE = os.environ.get("SIGNOFF_UPDATE_GOLDEN") == "1"

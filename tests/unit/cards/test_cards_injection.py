@@ -21,16 +21,13 @@ from cardchecks import (
     web_arguments,
 )
 
-from cards.render import (
-    NoticeKind,
-    render_notice,
-    render_slack_card,
-    render_teams_card,
-    render_web_card,
-)
+from cards.render import NoticeKind, render_notice
 from cards.samples import APPROVAL_URL, RUN_URL, sample_request, sample_run
+from cards.slack.render import render_slack_card
+from cards.teams.render import render_teams_card
 from cards.text import canonical_json
 from cards.view import ApprovalView, build_view
+from cards.web.render import render_web_card
 from engine.domain.model import TakeoverStatus
 from tests.support.hostile import HIDDEN, HOSTILE
 
@@ -247,7 +244,7 @@ def test_slack_mentions_only_for_well_formed_ids() -> None:
 
 
 def test_teams_mentions_go_on_the_activity() -> None:
-    from cards.render import teams_mention_activity
+    from cards.teams.render import teams_mention_activity
 
     activity = teams_mention_activity(
         [{"id": "29:1abc", "name": "Alice <b>"}, "not an id <>", {"id": "aad-guid-1"}]

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from cards.limits import check_blocks, check_message, check_teams_card, teams_card_bytes
+from cards.slack.limits import check_blocks, check_message
+from cards.teams.limits import check_teams_card, teams_card_bytes
 
 
 def section(text: str) -> dict[str, Any]:

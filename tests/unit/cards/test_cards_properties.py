@@ -25,9 +25,11 @@ from hypothesis import HealthCheck, Phase, example, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import HypothesisWarning
 
-from cards.render import render_slack_card, render_teams_card, render_web_card
 from cards.samples import STATES, sample_view
+from cards.slack.render import render_slack_card
+from cards.teams.render import render_teams_card
 from cards.text import canonical_json
+from cards.web.render import render_web_card
 
 MEGABYTE = 1_000_000
 HOSTILE = "<>&`{}[]()*_~|\\\"'@!#\n\t \u202e\u2066\u200b\u200d\ufeff\u00a0\u0301\u0338\ufe0f"

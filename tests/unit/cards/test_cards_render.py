@@ -18,12 +18,18 @@ from cardchecks import (
     web_arguments,
 )
 
-from cards.limits import SLACK_MAX_TOTAL_TEXT, TEAMS_MAX_CARD_BYTES, blocks_text_length
-from cards.render import render_notice, render_slack_card, render_teams_card, render_web_card
+from cards.render import render_notice
 from cards.samples import SAMPLE_NOTICES, STATES, sample_request, sample_run, sample_view
-from cards.templating import SLACK, TEAMS, UnescapedValue
+from cards.slack.limits import SLACK_MAX_TOTAL_TEXT, blocks_text_length
+from cards.slack.render import render_slack_card
+from cards.slack.templating import SLACK
+from cards.teams.limits import TEAMS_MAX_CARD_BYTES
+from cards.teams.render import render_teams_card
+from cards.teams.templating import TEAMS
+from cards.templating import UnescapedValue
 from cards.text import canonical_json
 from cards.view import build_view
+from cards.web.render import render_web_card
 
 FINAL = ("released", "denied", "expired", "cancelled")
 

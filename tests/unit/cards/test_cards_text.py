@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cards.slack.templating import slack_code_edges
+from cards.teams.limits import teams_cost
 from cards.text import (
     ELLIPSIS,
     Flavor,
@@ -16,8 +18,6 @@ from cards.text import (
     canonical_json,
     escape_mrkdwn,
     excerpt_arguments,
-    slack_code_edges,
-    teams_cost,
     truncate,
     undo_visible,
     utf16_len,
@@ -97,9 +97,9 @@ def test_escape_mrkdwn() -> None:
 
 def test_flavors() -> None:
     raw = canonical_json({"x": "``` {{DATE(2017-02-14T06:08:39Z)}} <&>"})
-    slack = "".join(s for _, s in atoms(raw, Flavor.SLACK_CODE, json_escapes=True))
+    slack = "".join(s for _, s in atoms(raw, Flavor.MRKDWN_CODE, json_escapes=True))
     assert "\\u0060\\u0060\\u0060" in slack and "&lt;&amp;&gt;" in slack
-    teams = "".join(s for _, s in atoms(raw, Flavor.TEAMS, json_escapes=True))
+    teams = "".join(s for _, s in atoms(raw, Flavor.CARD_TEXT, json_escapes=True))
     assert "\\u007b{DATE(" in teams and "<&>" in teams
 
 
@@ -115,7 +115,7 @@ _ATOM = re.compile(r"&(?:amp|lt|gt);|\\u[0-9a-f]{4}|[\s\S]")
 @settings(max_examples=200, deadline=None)
 @given(text=st.text(st.characters(codec=None)), limit=st.integers(1, 60))
 def test_truncate_fits_and_never_splits_an_escape(text: str, limit: int) -> None:
-    for flavor, cost in ((Flavor.MRKDWN, utf16_len), (Flavor.TEAMS, teams_cost)):
+    for flavor, cost in ((Flavor.MRKDWN, utf16_len), (Flavor.CARD_TEXT, teams_cost)):
         out = truncate(text, limit, flavor, cost)
         assert cost(out) <= limit
         whole = "".join(s for _, s in atoms(text, flavor))
@@ -145,7 +145,7 @@ def test_excerpt_is_an_exact_prefix_in_bounded_chunks(
     value: object, budget: int, chunk: int
 ) -> None:
     canonical = canonical_json(value)
-    excerpt = excerpt_arguments(canonical, Flavor.SLACK_CODE, budget=budget, chunk_size=chunk)
+    excerpt = excerpt_arguments(canonical, Flavor.MRKDWN_CODE, budget=budget, chunk_size=chunk)
     assert sum(utf16_len(c) for c in excerpt.chunks) <= budget
     assert all(utf16_len(c) <= chunk for c in excerpt.chunks)
     shown = excerpt.text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")

@@ -111,7 +111,7 @@ def test_safe_url() -> None:
 
 
 def test_cards_say_how_long_is_left_in_hours_and_minutes() -> None:
-    from cards.render import render_slack_card
+    from cards.slack.render import render_slack_card
 
     request = replace(sample_request("pending"), expires_at=SAMPLE_NOW + timedelta(minutes=1438))
     view = build_view(request, sample_run(), approval_url=None, run_url=None, now=SAMPLE_NOW)
@@ -121,7 +121,9 @@ def test_cards_say_how_long_is_left_in_hours_and_minutes() -> None:
 
 
 def test_cards_show_the_earlier_outputs_the_approval_rests_on() -> None:
-    from cards.render import render_slack_card, render_teams_card, render_web_card
+    from cards.slack.render import render_slack_card
+    from cards.teams.render import render_teams_card
+    from cards.web.render import render_web_card
 
     lookup = {"amount": 37.51, "currency": "EUR", "order": "A-1042"}
     base = sample_request("pending")
@@ -143,8 +145,10 @@ def test_cards_show_the_earlier_outputs_the_approval_rests_on() -> None:
 
 
 def test_an_admin_override_is_named_on_every_card() -> None:
-    from cards.render import render_slack_card, render_teams_card, render_web_card
+    from cards.slack.render import render_slack_card
+    from cards.teams.render import render_teams_card
     from cards.view import decider_text
+    from cards.web.render import render_web_card
     from tests.unit.cards.cardchecks import assert_valid_teams
 
     for state, words in (("denied", "Denied by"), ("granted", "Taken over by")):

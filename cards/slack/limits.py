@@ -1,27 +1,18 @@
-"""Platform size limits, checked the way the platforms check them.
+"""Block Kit's size limits, checked the way Slack checks them.
 
 ``check_blocks`` is public: the fake Slack Web API in ``tests/fakes`` rejects what it reports,
 as Slack would (``invalid_blocks`` / ``msg_blocks_too_long``). ``slack_sdk.models`` validators
 miss several of these, so they are checked here one by one.
 
-Teams: a card is measured as its JSON reads, unescaped: the larger of its UTF-16 size (what
-Teams documents for the message limit) and its UTF-8 bytes. Counting ``\\uXXXX``
-escapes instead made a CJK character cost 6 bytes (12 in the arguments' budget) where it
-takes 3: a card of Chinese arguments was cut at a quarter of the room it has.
-
 Sources: Slack Block Kit reference, https://docs.slack.dev/reference/block-kit/blocks (section,
 header, actions, context), .../block-elements/button-element and
 .../composition-objects/text-object; the 12,000-character total is below the
 ``msg_blocks_too_long`` failures reported at about 13,200 characters
-(https://github.com/slackapi/bolt-js/issues/2509). Teams: the message limit counts the payload
-encoded as UTF-16 (https://learn.microsoft.com/microsoftteams/platform/bots/how-to/
-format-your-bot-messages); posting cards fails above about 28 KB
-(https://learn.microsoft.com/connectors/teams/ "Known issues and limitations").
+(https://github.com/slackapi/bolt-js/issues/2509).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -39,8 +30,6 @@ SLACK_MAX_CONTEXT_ELEMENTS = 10
 SLACK_MAX_TEXT_OBJECT = 3000
 SLACK_MAX_TOTAL_TEXT = 12_000
 SLACK_MAX_MESSAGE_TEXT = 40_000  # chat.postMessage `text`; longer is truncated by Slack
-
-TEAMS_MAX_CARD_BYTES = 28_000
 
 Block = Mapping[str, Any]
 
@@ -179,24 +168,3 @@ def check_message(message: Mapping[str, Any]) -> list[str]:
     elif len(text) > SLACK_MAX_MESSAGE_TEXT:
         problems.append(f"text: {len(text)} characters, limit {SLACK_MAX_MESSAGE_TEXT}")
     return problems
-
-
-def teams_card_bytes(card: Mapping[str, Any]) -> int:
-    """A card's size as Teams may count it: its compact, unescaped JSON in UTF-16 or in
-    UTF-8, whichever is larger."""
-    return teams_text_bytes(json.dumps(card, separators=(",", ":"), ensure_ascii=False))
-
-
-def teams_text_bytes(text: str) -> int:
-    """``text`` in UTF-16 or in UTF-8, whichever is larger (``teams_card_bytes``)."""
-    return max(
-        len(text.encode("utf-16-le", "surrogatepass")), len(text.encode("utf-8", "surrogatepass"))
-    )
-
-
-def check_teams_card(card: Mapping[str, Any]) -> list[str]:
-    """Size problems of an Adaptive Card for Teams (schema validity is checked in tests)."""
-    size = teams_card_bytes(card)
-    if size > TEAMS_MAX_CARD_BYTES:
-        return [f"card: {size} bytes, limit {TEAMS_MAX_CARD_BYTES}"]
-    return []

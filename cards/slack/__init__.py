@@ -1,0 +1,1 @@
+"""Slack's card format: Block Kit messages, their limits and escaping filters."""

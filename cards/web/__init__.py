@@ -1,0 +1,1 @@
+"""The web's card format: HTML fragments for the approval page."""
