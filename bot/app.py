@@ -1,5 +1,5 @@
-"""The aiohttp application factory: configuration, engine, REST API and (when configured) the
-Slack and Teams front ends, on one server."""
+"""The aiohttp application factory: configuration, engine, REST API and every channel in the
+registry (``bot.channels``; chat ones when configured), on one server."""
 
 from __future__ import annotations
 
@@ -13,12 +13,10 @@ from bot.api import route_tables
 from bot.api.auth import auth_middleware
 from bot.api.errors import error_middleware
 from bot.api.routing import Handler, mount
+from bot.channels import install_channels
 from bot.hygiene import add_headers, input_middleware
 from bot.keys import CONFIG, ENGINE
 from bot.metrics import LATENCY, REQUESTS
-from bot.slack import install as install_slack
-from bot.teams import install as install_teams
-from bot.web import install as install_web
 from engine.assembly import Engine, EngineOptions
 from engine.config import AppConfig
 from engine.services import crashpoints
@@ -81,9 +79,7 @@ def create_app(
     app[CONFIG] = config
     app[ENGINE] = engine
     mount(app, route_tables())
-    install_slack(app, engine)
-    install_teams(app, engine)
-    install_web(app, engine)
+    install_channels(app, engine)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         if run_background:

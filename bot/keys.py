@@ -6,6 +6,8 @@ from aiohttp import web
 
 from engine.assembly import Engine
 from engine.config import AppConfig
+from engine.services.links import ApprovalLinks
 
 ENGINE = web.AppKey("engine", Engine)
 CONFIG = web.AppKey("config", AppConfig)
+LINKS = web.AppKey("links", ApprovalLinks)  # the approval page's signed links

@@ -21,6 +21,7 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_sdk.signature import SignatureVerifier
 
+from bot.plugin import Channel
 from bot.slack.api import SlackApi
 from bot.slack.background import Background
 from bot.slack.bolt import build_bolt_app
@@ -28,6 +29,7 @@ from bot.slack.shape import shape_problem, signed, timestamp_problem
 from bot.slack.sink import SlackSink
 from engine.assembly import Engine
 
+NAME = "slack"  # its address prefix in channels: (slack:<channel id>)
 EVENTS_PATH = "/slack/events"
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,7 @@ def install(app: web.Application, engine: Engine) -> None:
     api = SlackApi(engine.config.slack, engine.config.proxies)
     background = Background()
     bolt = build_bolt_app(engine, api, background)
-    engine.add_sink("slack", SlackSink(engine, api))
+    engine.add_sink(NAME, SlackSink(engine, api))
 
     verifier = SignatureVerifier(engine.config.slack.signing_secret)
 
@@ -66,3 +68,6 @@ def install(app: web.Application, engine: Engine) -> None:
 
     app.router.add_post(EVENTS_PATH, events)
     app.on_cleanup.append(close)
+
+
+CHANNEL = Channel(NAME, install, person_field="slack")

@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
+from bot.plugin import Channel
 from bot.teams.adapter import BadActivity, ForeignTenant, NotAuthenticated, TeamsAdapter
 from bot.teams.handlers import TeamsHandlers
 from bot.teams.pacing import Pacing
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 ROUTE = "/api/messages"
 # Keys are kept a day (bot.teams.tokens); refreshing well before keeps requests from waiting.
+NAME = "teams"  # its address prefix in channels: (teams:<conversation>)
 METADATA_REFRESH_SECONDS = 6 * 3600
 
 
@@ -54,7 +56,7 @@ def install(app: web.Application, engine: Engine) -> None:
         return
     adapter = TeamsAdapter(config, pace=Pacing().call, proxies=engine.config.proxies)
     handlers = TeamsHandlers(engine)
-    engine.add_sink("teams", TeamsSink(engine, adapter))
+    engine.add_sink(NAME, TeamsSink(engine, adapter))
 
     async def messages(request: web.Request) -> web.Response:
         try:
@@ -123,3 +125,6 @@ async def _refresh_keys(adapter: TeamsAdapter) -> None:
 
 
 __all__ = ["ROUTE", "install"]
+
+
+CHANNEL = Channel(NAME, install, person_field="teams")

@@ -4,9 +4,9 @@
 * ``/console``: the operator console, queue, runs and live run timelines (``console``,
   ``events``), behind an API-token sign-in (``login``, ``security``);
 * ``/static/``: one stylesheet, the pages' small scripts and the icon; ``/favicon.ico``,
-  ``/privacy``, ``/terms`` and the 404 page in the site's layout (``site``);
-* the ``webhook:<name>`` channel's outbox sink (``engine.adapters.webhooks``, built by
-  ``engine.assembly``), which needs the cards' approval view and the signed links that live here.
+  ``/privacy``, ``/terms`` and the 404 page in the site's layout (``site``).
+
+Its signed approval links (``app[LINKS]``) are the ones other channels' messages carry.
 
 Pages are readable without JavaScript (only the live timeline uses it), work on a phone-sized
 screen and load nothing from elsewhere.
@@ -16,28 +16,25 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 
-from bot.api.views import approval_url
+from bot.keys import LINKS
+from bot.plugin import Channel
 from bot.web import approval, console, events, login, site
 from bot.web.context import WEB, WebContext
 from bot.web.security import Sessions
-from cards.json_view import view_json
-from cards.view import build_view
-from engine.assembly import Engine, build_webhook_sink
-from engine.domain.model import Run, TakeoverRequest
-from engine.services.delivery import Sink
+from engine.assembly import Engine
 from engine.services.links import ApprovalLinks, Signer
 
 log = logging.getLogger(__name__)
 
+NAME = "web"  # in channels: the approval page itself, which needs no delivery
 STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 
 
 def install(app: web.Application, engine: Engine) -> None:
-    """Mount the pages and static files on ``app`` and register the webhook sink."""
+    """Mount the pages and static files on ``app``; share the signed links (``app[LINKS]``)."""
     server = engine.config.server
     signer = Signer(server.secret_key)
     if signer.ephemeral:
@@ -56,6 +53,7 @@ def install(app: web.Application, engine: Engine) -> None:
     )
     ctx = WebContext(engine, links, sessions)
     app[WEB] = ctx
+    app[LINKS] = links
     for table in (approval.routes, console.routes, events.routes, login.routes, site.routes):
         app.router.add_routes(table)
     app.middlewares.append(site.not_found_pages)  # innermost: sees the router's 404
@@ -65,21 +63,6 @@ def install(app: web.Application, engine: Engine) -> None:
         ctx.closing.set()
 
     app.on_shutdown.append(stop_streams)
-    if "webhook" not in engine.dispatcher.sinks:
-        engine.add_sink("webhook", _webhook_sink(engine, links))
 
 
-def _webhook_sink(engine: Engine, links: ApprovalLinks) -> Sink:
-    public_url = engine.config.server.public_url
-
-    def approval_json(request: TakeoverRequest, run: Run | None) -> dict[str, Any]:
-        view = build_view(
-            request,
-            run,
-            approval_url=approval_url(public_url, request.id),
-            run_url=f"{public_url}/console/runs/{request.run_id}",
-            now=engine.clock.now(),
-        )
-        return view_json(view)
-
-    return build_webhook_sink(engine, view_json=approval_json, links=links.urls)
+CHANNEL = Channel(NAME, install)
