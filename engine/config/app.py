@@ -11,6 +11,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine.config.channels import channel_warnings
 from engine.config.connectors import ConnectorConfig
 from engine.config.policies import principal_checker
 from engine.config.reach import node_reach_problems, stored_tool_problems
@@ -136,14 +137,11 @@ class AppConfig:
 
     def channel_warnings(self, channels: Iterable[str], path: str) -> list[str]:
         """Channels that parse but cannot deliver with this configuration."""
-        if self.slack.enabled:
-            return []
-        return [
-            f"{join(path, i)}: Slack is not configured (slack.botToken and "
-            f"slack.signingSecret), so {channel} gets no card"
-            for i, channel in enumerate(channels)
-            if channel.startswith("slack:")
-        ]
+        return channel_warnings(
+            channels,
+            at=lambda i: join(path, i),
+            enabled=lambda name: bool(getattr(getattr(self, name, None), "enabled", False)),
+        )
 
     def validate_workflow(
         self, name: str, raw: Any, path: str = "", known_workflows: Collection[str] = ()

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.config.channels import channel_pattern
 from engine.config.values import NAME
 from engine.config.workflows import (
     MAX_MINUTES,
@@ -28,7 +29,6 @@ from engine.config.workflows import (
     NODE_KEYS,
     ONLY_ON,
     REQUIRED_KEYS,
-    SLACK_CHANNEL,
 )
 from engine.domain.model import END, NodeType, TimeoutBehavior
 
@@ -66,9 +66,8 @@ def _minutes() -> dict[str, Any]:
 
 _FLAG = {"type": "boolean"}
 _NODE_ID = {**_text(NODE_ID), "not": {"const": END}}
-# engine.config.workflows.check_channel: web, slack:<channel id>, teams:<a name that is not
-# blank>, webhook:<name>.
-_CHANNEL = anchored(rf"web|slack:{SLACK_CHANNEL}|teams:[\s\S]*\S[\s\S]*|webhook:{NAME}")
+# engine.config.channels.check_channel's table, as one pattern.
+_CHANNEL = anchored(channel_pattern())
 
 PROPERTIES: dict[str, dict[str, Any]] = {
     "id": _NODE_ID,

@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from engine.config.channels import check_channel
 from engine.config.cycles import cycle_problems
 from engine.config.values import (
     CALLABLE_RE,
@@ -37,8 +38,6 @@ __all__ = ["check_channel", "load_workflow", "parse_workflow"]
 
 NODE_ID = r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}"
 NODE_ID_RE = re.compile(NODE_ID + r"\Z")
-SLACK_CHANNEL = r"[CGD][A-Z0-9]{2,}"
-SLACK_CHANNEL_RE = re.compile(SLACK_CHANNEL + r"\Z")
 MAX_MINUTES = 1440  # timeoutMinutes, remindBeforeMinutes, escalateAfterMinutes: at most a day
 DEFAULT_REASON = "Approval required"
 
@@ -78,27 +77,6 @@ REQUIRED_KEYS: dict[NodeType, tuple[str, ...]] = {
 }
 
 Expand = Callable[[Sequence[str]], Sequence[str]]
-
-
-def check_channel(channel: str) -> str | None:
-    """Why ``channel`` is not a valid card destination, or None when it is.
-
-    ``web``, ``slack:<channel id>``, ``teams:<conversation name>``, ``webhook:<name>``."""
-    if channel == "web":
-        return None
-    kind, sep, target = channel.partition(":")
-    if sep and kind == "slack":
-        if SLACK_CHANNEL_RE.match(target):
-            return None
-        return f"slack channel must be a channel id like C0123ABCD, got {json.dumps(target)}"
-    if sep and kind == "teams" and target.strip():
-        return None
-    if sep and kind == "webhook" and NAME_RE.match(target):
-        return None
-    return (
-        "must be web, slack:<channel id>, teams:<conversation name> or webhook:<name>, "
-        f"got {json.dumps(channel)}"
-    )
 
 
 def load_workflow(name: str, raw: Any, path: str = "", *, expand: Expand | None = None) -> Workflow:

@@ -7,6 +7,7 @@ import textwrap
 from bot.channels import CHANNELS, channel
 from cards.render import card_channels
 from engine.config import parse_config
+from engine.config.channels import CHANNEL_ADDRESSES
 
 
 def test_each_channel_registers_once_and_the_web_installs_before_webhooks() -> None:
@@ -40,3 +41,7 @@ def test_a_person_is_found_by_the_people_field_the_channel_reads() -> None:
         ("slack", "alice"): "U012ABCDEF",
         ("teams", "alice"): "aad-alice",
     }
+
+
+def test_every_registered_channel_has_its_address_syntax_in_the_config() -> None:
+    assert sorted(a.name for a in CHANNEL_ADDRESSES) == sorted(c.name for c in CHANNELS)
