@@ -4,12 +4,9 @@ say which credentials are set."""
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.cli.checks import EXIT_CONFIG, add_config, database_state, load
-
-if TYPE_CHECKING:
-    from engine.config import AppConfig
 
 
 def add_parser(sub: Any) -> None:
@@ -25,8 +22,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(f"config {args.config}: ok")
     for warning in config.warnings:
         print(f"warning: {warning}")
-    print(f"slack: {_slack_state(config)}")
-    print(f"teams: {_teams_state(config)}")
+    from engine.config.channels import channel_states  # not at the top: see bot.cli
+
+    for name, credentials in channel_states(lambda name: getattr(config, name)):
+        print(f"{name}: {credentials}")
     print(f"llm: {'set' if config.llm.enabled else 'unset'}")
     # Look at the database without changing it: a missing SQLite file is not created.
     import asyncio
@@ -37,25 +36,3 @@ def cmd_check(args: argparse.Namespace) -> int:
         return 0
     print(f"database: {problem}")
     return EXIT_CONFIG if problem.startswith("database not migrated") else 1
-
-
-def _slack_state(config: AppConfig) -> str:
-    token, secret = config.slack.bot_token, config.slack.signing_secret
-    if not token and not secret:
-        return "unset"
-    problems = []
-    if not token.startswith("xoxb-"):
-        problems.append("botToken does not look like a bot token (xoxb-...)")
-    if len(secret) < 16:
-        problems.append("signingSecret is too short")
-    return "invalid: " + "; ".join(problems) if problems else "set"
-
-
-def _teams_state(config: AppConfig) -> str:
-    if not config.teams.app_id:
-        if config.teams.insecure_local_dev:
-            return "unset, insecureLocalDev ON: unsigned requests accepted (local testing only)"
-        return "unset (/api/messages not mounted)"
-    if not config.teams.app_password:
-        return "invalid: appId set without appPassword"
-    return "set"

@@ -14,10 +14,41 @@ import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
+from engine.config.sections import SlackConfig, TeamsConfig
 from engine.config.values import NAME
 
-__all__ = ["CHANNEL_ADDRESSES", "ChannelAddress", "channel_pattern", "check_channel"]
+__all__ = [
+    "CHANNEL_ADDRESSES",
+    "ChannelAddress",
+    "channel_pattern",
+    "channel_states",
+    "channel_warnings",
+    "check_channel",
+]
+
+
+def _slack_state(config: SlackConfig) -> str:
+    token, secret = config.bot_token, config.signing_secret
+    if not token and not secret:
+        return "unset"
+    problems = []
+    if not token.startswith("xoxb-"):
+        problems.append("botToken does not look like a bot token (xoxb-...)")
+    if len(secret) < 16:
+        problems.append("signingSecret is too short")
+    return "invalid: " + "; ".join(problems) if problems else "set"
+
+
+def _teams_state(config: TeamsConfig) -> str:
+    if not config.app_id:
+        if config.insecure_local_dev:
+            return "unset, insecureLocalDev ON: unsigned requests accepted (local testing only)"
+        return "unset (/api/messages not mounted)"
+    if not config.app_password:
+        return "invalid: appId set without appPassword"
+    return "set"
 
 
 @dataclass(frozen=True)
@@ -31,6 +62,8 @@ class ChannelAddress:
     # A channel that needs credentials: (its title, the keys that enable it). Addresses of it
     # parse without them but deliver nothing, which is a warning.
     needs: tuple[str, str] | None = None
+    # Whether its credentials are set, from its own section of app.yaml (``signoff check``).
+    state: Callable[[Any], str] | None = None
 
     def matches_target(self, target: str) -> bool:
         return self.target is not None and re.fullmatch(self.target, target) is not None
@@ -44,8 +77,9 @@ CHANNEL_ADDRESSES: tuple[ChannelAddress, ...] = (
         "slack:<channel id>",
         bad_target="slack channel must be a channel id like C0123ABCD, got {target}",
         needs=("Slack", "slack.botToken and slack.signingSecret"),
+        state=_slack_state,
     ),
-    ChannelAddress("teams", r"[\s\S]*\S[\s\S]*", "teams:<conversation name>"),
+    ChannelAddress("teams", r"[\s\S]*\S[\s\S]*", "teams:<conversation name>", state=_teams_state),
     ChannelAddress("webhook", NAME, "webhook:<name>"),
 )
 
@@ -93,3 +127,9 @@ def channel_warnings(
                     f"{at(i)}: {title} is not configured ({keys}), so {channel} gets no card"
                 )
     return out
+
+
+def channel_states(section: Callable[[str], object]) -> list[tuple[str, str]]:
+    """Each channel that needs credentials, and whether they are set; ``section(name)``: that
+    channel's section of the configuration (``AppConfig.slack``, ...)."""
+    return [(a.name, a.state(section(a.name))) for a in CHANNEL_ADDRESSES if a.state is not None]
