@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from engine.assembly import Engine
-from engine.domain.model import JournalEvent, RunStatus, TakeoverStatus
+from engine.domain.model import JournalEvent, Role, RunStatus, TakeoverStatus
 from tests.support.clock import ManualClock
 from tests.support.engines import make_engine, person, wait_status
-from tests.support.golden import GOLDEN_WORKFLOWS, JOURNALS, load, read
+from tests.support.golden import CALLS_CONFIG, GOLDEN_WORKFLOWS, JOURNALS, load, read
 
 # Five minutes after the recordings: every recorded request is still open (30 minutes).
 RESUMED_AT = datetime(2026, 1, 1, 12, 5, tzinfo=UTC)
@@ -55,6 +55,10 @@ def test_every_golden_file_has_a_test() -> None:
         "parked_child.json",
         "broken_renamed_step.json",
         "broken_node_type.json",
+        "held_call.json",
+        "gate_diversion.json",
+        "admin_override.json",
+        "operator_takeover.json",
     }
     assert set(GOLDEN_FILES) == covered
 
@@ -134,6 +138,53 @@ async def test_parked_child_resumes_its_parent(engine: Engine) -> None:
         if e.event == JournalEvent.STEP_COMPLETED and e.step_id == "child"
     )
     assert step.data["output"] == {"runId": child_id, "output": child.output}
+
+
+async def test_held_call_runs_once_released(migrated_db_url: str) -> None:
+    engine = make_engine(
+        migrated_db_url, GOLDEN_WORKFLOWS, clock=ManualClock(RESUMED_AT), extra=CALLS_CONFIG
+    )
+    try:
+        golden = await loaded(engine, "held_call.json")
+        run_id = golden["runs"][0]["run"]["id"]
+        await engine.approvals.grant(
+            await pending_request(engine, run_id), person("bob"), release=True
+        )
+        assert await wait_status(engine, run_id, RunStatus.COMPLETED) == RunStatus.COMPLETED
+        assert await ledger(engine) == [("call", "refund", {"order": "D-4", "amount": 12})]
+    finally:
+        await engine.stop()
+
+
+async def test_gate_diversion_runs_the_step_once_granted(engine: Engine) -> None:
+    golden = await loaded(engine, "gate_diversion.json")
+    run_id = golden["runs"][0]["run"]["id"]
+    await engine.approvals.grant(await pending_request(engine, run_id), person("bob"), release=True)
+    assert await wait_status(engine, run_id, RunStatus.COMPLETED) == RunStatus.COMPLETED
+    # the diverted step runs with its recorded arguments; the lookup is replayed
+    assert await ledger(engine) == [("refund", "refund", {"order": "E-5", "amount": 420})]
+
+
+async def test_admin_override_then_the_audit_resumes(engine: Engine) -> None:
+    golden = await loaded(engine, "admin_override.json")
+    run_id = golden["runs"][0]["run"]["id"]
+    await engine.approvals.grant(
+        await pending_request(engine, run_id), person("carol"), release=True
+    )
+    assert await wait_status(engine, run_id, RunStatus.COMPLETED) == RunStatus.COMPLETED
+    assert await ledger(engine) == []  # the refund ran before the recording
+    journal = await engine.store.journal(run_id)
+    granted = [e.data for e in journal if e.event == JournalEvent.TAKEOVER_GRANTED]
+    assert [g.get("override") for g in granted] == ["admin", None]
+
+
+async def test_operator_takeover_runs_the_step_once_released(engine: Engine) -> None:
+    golden = await loaded(engine, "operator_takeover.json")
+    run_id = golden["runs"][0]["run"]["id"]
+    admin = person("alice", Role.ADMIN)
+    await engine.approvals.grant(await pending_request(engine, run_id), admin, release=True)
+    assert await wait_status(engine, run_id, RunStatus.COMPLETED) == RunStatus.COMPLETED
+    assert await ledger(engine) == [("act", "refund", {"order": "G-7"})]
 
 
 @pytest.mark.parametrize("name", ["broken_renamed_step.json", "broken_node_type.json"])

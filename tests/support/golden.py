@@ -20,6 +20,7 @@ import sys
 import tempfile
 import textwrap
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,9 @@ from engine.adapters.store.migrate import upgrade_to_head
 from engine.adapters.store.tables import UTCDateTime
 from engine.assembly import Engine, EngineOptions
 from engine.config import parse_config
-from engine.domain.model import RunStatus
+from engine.domain.model import Role, RunStatus
+from engine.ports import ChatMessage
+from engine.services.calls import CallRequest
 from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, PEOPLE, person, wait_for, wait_status
 from tests.support.ids import SequentialIds
@@ -67,6 +70,24 @@ golden-child:
        approvers: [finance]}
     - {id: act, type: connector, connector: demo-ledger, action: refund,
        args: {order: "{{ input.order }}"}}
+golden-override:
+  nodes:
+    - {id: approve, type: approval, reason: "Carol decides {{ input.order }}", approvers: [carol]}
+    - {id: refund, type: connector, connector: demo-ledger, action: refund,
+       args: {order: "{{ input.order }}"}}
+    - {id: audit, type: approval, reason: "Carol audits {{ input.order }}", approvers: [carol]}
+golden-takeover:
+  nodes:
+    - {id: prepare, type: connector, connector: demo-ledger, action: note,
+       args: {text: "about to refund {{ input.order }}"}}
+    - {id: act, type: connector, connector: demo-ledger, action: refund,
+       args: {order: "{{ input.order }}"}}
+golden-gated:
+  nodes:
+    - {id: lookup, type: connector, connector: demo-ledger, action: lookup,
+       args: {order: "{{ input.order }}"}}
+    - {id: refund, type: connector, connector: demo-ledger, action: refund,
+       args: {order: "{{ input.order }}", amount: "{{ input.amount }}"}}
 golden-parent:
   nodes:
     - {id: prepare, type: connector, connector: demo-ledger, action: note,
@@ -77,11 +98,29 @@ golden-parent:
 """
 
 
-def golden_config_text(db_url: str) -> str:
+# Sections only some recordings need: a policy that holds calls, a gate that diverts.
+CALLS_CONFIG = """
+approvals: {ttl: 2h}
+connectors:
+  demo-ledger:
+    type: demo-ledger
+    actions:
+      lookup: {kind: read}
+      refund: {kind: write, summary: "Refund {{ args.amount }} EUR for order {{ args.order }}"}
+      note: {kind: write}
+policies:
+  - {name: refunds, decision: ask, connector: demo-ledger, action: refund,
+     approvers: [finance], channels: [web]}
+"""
+GATE_CONFIG = "gate: {enabled: true, channels: [web], approvers: [finance]}\n"
+
+
+def golden_config_text(db_url: str, extra: str = "") -> str:
     return (
         f"database: {{url: '{db_url}'}}\n"
         "server: {workers: 4, leaseSeconds: 30, pollSeconds: 0.05}\n"
         + PEOPLE
+        + textwrap.dedent(extra)
         + "workflows:\n"
         + textwrap.indent(textwrap.dedent(GOLDEN_WORKFLOWS), "  ")
     )
@@ -229,6 +268,77 @@ async def _parked_child(engine: Engine) -> list[str]:
     return [parent.id, child_id]
 
 
+async def _held_call(engine: Engine) -> list[str]:
+    call = CallRequest(
+        connector="demo-ledger", action="refund", args={"order": "D-4", "amount": 12}
+    )
+    view = await engine.calls.submit(call, AGENT)
+    assert view.execution_id is not None
+    await wait_status(engine, view.execution_id, RunStatus.WAITING)
+    return [view.execution_id]
+
+
+async def _gate_diversion(engine: Engine) -> list[str]:
+    run, _ = await engine.runs.start_run("golden-gated", {"order": "E-5", "amount": 420}, AGENT)
+    await wait_status(engine, run.id, RunStatus.WAITING)
+    return [run.id]
+
+
+async def _admin_override(engine: Engine) -> list[str]:
+    run, _ = await engine.runs.start_run("golden-override", {"order": "F-6"}, AGENT)
+    await wait_status(engine, run.id, RunStatus.WAITING)
+    (first,) = await engine.store.list_takeovers(run_id=run.id)
+    engine.clock.advance(minutes=1)  # type: ignore[attr-defined]
+    admin = person("alice", Role.ADMIN)  # not among the approvers: an override
+    await engine.approvals.grant(first.id, admin, release=True, notes="carol is away")
+
+    async def parked_again() -> bool:
+        return (
+            len(await engine.store.list_takeovers(run_id=run.id)) == 2
+            and (await engine.store.get_run(run.id)).status == RunStatus.WAITING
+        )
+
+    await wait_for(parked_again)
+    return [run.id]
+
+
+async def _operator_takeover(engine: Engine) -> list[str]:
+    # Workers not started yet: the run is still queued when the operator takes it over.
+    run, _ = await engine.runs.start_run("golden-takeover", {"order": "G-7"}, AGENT)
+    admin = person("alice", Role.ADMIN)
+    await engine.approvals.request(run.id, admin, reason="let me look", step_id="act")
+    await engine.start()
+    await wait_status(engine, run.id, RunStatus.WAITING)
+    return [run.id]
+
+
+class ScriptedSampler:
+    """The gate's LLM: says YES to the lookup's samples, splits on the refund's."""
+
+    def __init__(self) -> None:
+        self.replies = ["YES"] * 5 + ["YES", "NO", "YES", "NO", "YES"]
+
+    async def complete(
+        self, messages: list[ChatMessage], *, temperature: float = 1.0, max_tokens: int = 256
+    ) -> str:
+        return self.replies.pop(0) if self.replies else "YES"
+
+
+@dataclass(frozen=True, slots=True)
+class Setup:
+    """What a recording needs beyond the default engine."""
+
+    extra: str = ""  # config sections
+    gated: bool = False  # a scripted LLM for the gate
+    started: bool = True  # False: the scenario starts the engine itself
+
+
+SETUPS: dict[str, Setup] = {
+    "held_call.json": Setup(extra=CALLS_CONFIG),
+    "gate_diversion.json": Setup(extra=GATE_CONFIG, gated=True),
+    "operator_takeover.json": Setup(started=False),
+}
+
 SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "parked_at_approval.json": (
         "golden-refund parked at its approval node, after the lookup completed",
@@ -242,6 +352,24 @@ SCENARIOS: dict[str, tuple[str, Scenario]] = {
     "parked_child.json": (
         "golden-parent waiting on its child run, the child parked at its approval node",
         _parked_child,
+    ),
+    "held_call.json": (
+        "a held call (policy ask on demo-ledger.refund) parked on its policy request",
+        _held_call,
+    ),
+    "gate_diversion.json": (
+        "golden-gated parked on a gate diversion of its refund step (3 of 5 samples said execute)",
+        _gate_diversion,
+    ),
+    "admin_override.json": (
+        "golden-override parked at its audit, after an admin outside its approvers granted the "
+        "first approval as an override",
+        _admin_override,
+    ),
+    "operator_takeover.json": (
+        "golden-takeover parked before its act step on an operator's takeover request made while "
+        "the run was queued",
+        _operator_takeover,
     ),
 }
 
@@ -271,14 +399,21 @@ async def record(directory: Path = JOURNALS) -> list[Path]:
     written = []
     recorded: dict[str, dict[str, Any]] = {}
     for name, (description, scenario) in SCENARIOS.items():
+        setup = SETUPS.get(name, Setup())
         with tempfile.TemporaryDirectory() as tmp:
             url = f"sqlite+aiosqlite:///{tmp}/golden.db"
             await upgrade_to_head(url)
             engine = Engine(
-                parse_config(golden_config_text(url), {}),
-                EngineOptions(clock=ManualClock(), ids=SequentialIds("rec"), owner="recorder"),
+                parse_config(golden_config_text(url, setup.extra), {}),
+                EngineOptions(
+                    clock=ManualClock(),
+                    ids=SequentialIds("rec"),
+                    owner="recorder",
+                    sampler=ScriptedSampler() if setup.gated else None,
+                ),
             )
-            await engine.start()
+            if setup.started:
+                await engine.start()
             try:
                 run_ids = await scenario(engine)
             finally:
