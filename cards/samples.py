@@ -73,6 +73,7 @@ def sample_request(state: str = "pending", args: JSON = _SAMPLE) -> TakeoverRequ
                 "score": 0.4,
                 "threshold": 0.75,
                 "estimator": "self-consistency",
+                "decision": "divert",  # the gate always journals its verdict
                 "votes": [True, False, True, False, False],
             },
         },

@@ -52,7 +52,7 @@ class Confidence:
     threshold: float | None
     estimator: str | None
     detail: str | None  # e.g. "3 of 5 samples said execute"
-    decision: str | None  # "execute" | "divert"
+    decision: str | None  # a GateVerdict value, as the gate journaled it
 
 
 @dataclass(frozen=True)
@@ -186,9 +186,9 @@ def _confidence(raw: JSON) -> Confidence | None:
     if detail is None and isinstance(votes, list) and votes:
         yes = sum(1 for v in votes if v is True)
         detail = f"{yes} of {len(votes)} samples said execute"
+    # The gate's own verdict (a GateVerdict value), as it journaled it: never re-derived here
+    # from score and threshold, so a card cannot disagree with what the run did.
     decision = _text(raw.get("decision"))
-    if decision is None and score is not None and threshold is not None:
-        decision = "execute" if score >= threshold else "divert"
     return Confidence(score, threshold, _text(raw.get("estimator")), detail, decision)
 
 

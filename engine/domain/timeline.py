@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.domain.model import JournalEntry, JournalEvent, RunStatus
+from engine.domain.verdicts import GateVerdict
 
 RUN_ENDS = {
     JournalEvent.RUN_COMPLETED: RunStatus.COMPLETED,
@@ -144,7 +145,7 @@ class TimelineReader:
             shown = "?" if score is None else f"{score:.2f}"
             item = make(
                 f"Confidence {shown}" + (f": {decision}" if decision else ""),
-                "wait" if decision == "divert" else "info",
+                "wait" if decision == GateVerdict.DIVERT else "info",
                 detail=_text(d.get("estimator")),
                 score=score,
                 threshold=threshold,

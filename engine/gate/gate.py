@@ -30,6 +30,7 @@ from engine.config import AppConfig
 from engine.domain.approvers import rating_refusal
 from engine.domain.errors import Forbidden, InvalidRequest
 from engine.domain.model import JournalEntry, NodeType, Principal
+from engine.domain.verdicts import GateVerdict
 from engine.gate.calibration import MIN_SAMPLES, Calibration, adjust
 from engine.gate.estimators import ConfidenceEstimator, all_estimators
 from engine.gate.settings import EffectiveSettings, GateSettings, Override
@@ -103,7 +104,7 @@ class ConfidenceGate:
             log.exception("confidence gate failed on %s/%s", question.run_id, question.step_id)
             data = self._base(question, settings, 0.0, settings.estimator.value)
             data.update(
-                decision="divert",
+                decision=GateVerdict.DIVERT,
                 detail="the confidence gate failed; a person decides",
                 error=f"{type(exc).__name__}: {exc}",
             )
@@ -121,10 +122,10 @@ class ConfidenceGate:
         if settings.calibrate:
             await self._calibrate(question, data)
         if found.failed:
-            data.update(decision="divert", error=found.failed)
+            data.update(decision=GateVerdict.DIVERT, error=found.failed)
         else:
             execute = data["score"] >= settings.threshold
-            data["decision"] = "execute" if execute else "divert"
+            data["decision"] = GateVerdict.EXECUTE if execute else GateVerdict.DIVERT
         return data
 
     async def _calibrate(self, question: GateQuestion, data: dict[str, Any]) -> None:
@@ -149,7 +150,7 @@ class ConfidenceGate:
         return {
             "score": score,
             "threshold": settings.threshold,
-            "decision": "divert",
+            "decision": GateVerdict.DIVERT,
             "node_type": question.node_type,
             "estimator": estimator,
         }
@@ -158,11 +159,11 @@ class ConfidenceGate:
     def _route(
         question: GateQuestion, settings: EffectiveSettings, data: dict[str, Any]
     ) -> dict[str, Any]:
-        if data["decision"] != "divert":
+        if data["decision"] != GateVerdict.DIVERT:
             return data
         channels = question.channels or settings.channels
         if not channels:
-            data["decision"] = "execute"
+            data["decision"] = GateVerdict.EXECUTE
             data["auto_approved"] = (
                 "diverted, but no approval channel is configured for this step (the step's "
                 "channels, or gate.channels in app.yaml), so it was auto-approved"

@@ -51,6 +51,7 @@ from engine.domain.replay import (
     decided_approval,
     denial_text,
 )
+from engine.domain.verdicts import GateVerdict
 from engine.services.context import Services
 from engine.services.parking import Outcome, Parking
 from engine.services.run_writer import Restart
@@ -189,7 +190,7 @@ class _Walk(Parking):
                 self.pending.append(
                     NewEvent(JournalEvent.CONFIDENCE_EVALUATED, node.id, gated_data)
                 )
-        if gated_data is not None and gated_data.get("decision") == "divert":
+        if gated_data is not None and gated_data.get("decision") == GateVerdict.DIVERT:
             requested = step.last(JournalEvent.TAKEOVER_REQUESTED)
             if requested is None:
                 self.outbox += notify.notice(

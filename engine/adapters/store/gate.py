@@ -29,6 +29,7 @@ from engine.domain.model import (
     RunStatus,
 )
 from engine.domain.records import GatedOutcome
+from engine.domain.verdicts import GateVerdict
 
 
 class GateStore(StoreBase):
@@ -64,7 +65,7 @@ class GateStore(StoreBase):
                 .join(runs, runs.c.id == ce.c.run_id)
                 .where(
                     ce.c.event == JournalEvent.CONFIDENCE_EVALUATED.value,
-                    ce.c.data["decision"].as_string() == "execute",
+                    ce.c.data["decision"].as_string() == GateVerdict.EXECUTE.value,
                     ce.c.data["node_type"].as_string() == node_type,
                     runs.c.agent.is_(None) if agent is None else runs.c.agent == agent,
                     completed,
