@@ -306,6 +306,16 @@ def override_of(config: Roster, request: TakeoverRequest, who: Principal) -> str
 # -- operator takeovers --------------------------------------------------------------------------
 
 
+def approver_names(*choices: Sequence[str]) -> tuple[str, ...]:
+    """The approvers (names as written: people or groups) of a new request: the first of
+    ``choices`` that names anyone, most specific first (the step's, the policy rule's or the
+    gate's own, then the project's ``approvers:``); ``()`` lets any approver decide."""
+    for names in choices:
+        if names:
+            return tuple(names)
+    return ()
+
+
 def run_deciders(config: Roster, workflow: Workflow | None) -> tuple[str, ...] | None:
     """The people who decide for a run of ``workflow``: the approvers and escalation targets its
     nodes name, else the project's default approvers, plus the gate's; None when nothing names
@@ -314,8 +324,7 @@ def run_deciders(config: Roster, workflow: Workflow | None) -> tuple[str, ...] |
     if workflow is not None:
         for node in workflow.nodes:
             named += [*node.approvers, *node.escalate_to]
-    if not named:
-        named += config.approvers
+    named = list(approver_names(named, config.approvers))
     if named:
         named += config.gate.approvers
     people = config.expand_people(named)

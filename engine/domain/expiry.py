@@ -12,6 +12,7 @@ to its columns, in the single statements of its sweep and its decisions.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from engine.domain.model import (
@@ -36,6 +37,14 @@ class Instant(Protocol[R]):
 EXPIRED = TakeoverStatus.EXPIRED
 EXPIRES = sources_of(EXPIRED, TAKEOVER_ALLOWED)  # what can expire: a request still pending
 EXPIRY_EVENT = JournalEvent.TAKEOVER_EXPIRED
+
+
+def deadline(now: datetime, minutes: int | None, default_seconds: int = 0) -> datetime:
+    """When a request created at ``now`` expires: ``minutes`` later (the node's, the policy
+    rule's or the operator's timeout), else ``default_seconds`` later (``approvals.ttl``)."""
+    if minutes is not None:
+        return now + timedelta(minutes=minutes)
+    return now + timedelta(seconds=default_seconds)
 
 
 def has_expired(expires_at: Instant[R], now: object) -> R:

@@ -11,9 +11,12 @@ from typing import Any
 from engine.domain.approvers import approvers_as_written
 from engine.domain.binding import binding_hash
 from engine.domain.errors import StepError
+from engine.domain.expiry import deadline
 from engine.domain.expressions import evaluate, render_text
 from engine.domain.model import (
     SIDE_EFFECTING,
+    JournalEvent,
+    NewEvent,
     Node,
     Run,
     TakeoverKind,
@@ -82,6 +85,7 @@ def build_request(
     if outputs:
         details["stepOutputs"] = outputs
     chosen_channels = tuple(channels if channels is not None else node.channels)
+    expires_at = deadline(now, node.timeout_minutes)
     return TakeoverRequest(
         id=request_id,
         run_id=run.id,
@@ -90,7 +94,7 @@ def build_request(
         status=TakeoverStatus.PENDING,
         reason=render_text(node.reason or default_reason(node, kind), context),
         created_at=now,
-        expires_at=now + timedelta(minutes=node.timeout_minutes),
+        expires_at=expires_at,
         approvers=tuple(approvers),
         approvals_required=node.approvals_required,
         allow_self_approval=node.allow_self_approval,
@@ -100,7 +104,7 @@ def build_request(
         details=details,
         deny_reason_required=node.deny_reason_required,
         remind_at=(
-            now + timedelta(minutes=node.timeout_minutes - node.remind_before_minutes)
+            expires_at - timedelta(minutes=node.remind_before_minutes)
             if node.remind_before_minutes
             else None
         ),
@@ -111,6 +115,21 @@ def build_request(
         ),
         escalate_to=tuple(escalate_to),
     )
+
+
+def takeover_requested(request: TakeoverRequest, *, delivered: bool = True) -> NewEvent:
+    """The ``takeover_requested`` event of ``request``, journaled at its step. ``delivered``
+    (a step parked on it: approval node, gate diversion, held call) adds where its card goes
+    and when it expires; an operator's takeover journals neither, as it always has."""
+    data: dict[str, Any] = {
+        "requestId": request.id,
+        "kind": request.kind.value,
+        "reason": request.reason,
+    }
+    if delivered:
+        data["channels"] = list(request.channels)
+        data["expiresAt"] = request.expires_at.isoformat()
+    return NewEvent(JournalEvent.TAKEOVER_REQUESTED, request.step_id, data)
 
 
 def _texts(value: Any) -> Iterator[str]:

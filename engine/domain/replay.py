@@ -99,9 +99,26 @@ class JournalIndex:
         return False, data
 
 
+ON_DENY = "onDeny"  # the branch a denied approval takes to its node's ``onDeny``
+
+
+def approval_outcome(
+    node: Node, verdict: tuple[bool, dict[str, Any]]
+) -> tuple[dict[str, Any], str | None] | None:
+    """The (output, branch) an approval step completes with, given its request's ``verdict``
+    (``JournalIndex.verdict``): approved, it goes on; denied, it follows ``onDeny``. None when
+    a denial fails the run: the node has no ``onDeny``."""
+    approved, data = verdict
+    if approved:
+        return data, None
+    if node.on_deny:
+        return data, ON_DENY
+    return None
+
+
 def follow(workflow: Workflow, node: Node, branch: str | None) -> Node | None:
     """The node after ``node``, given the branch its step took."""
-    if branch == "onDeny" and node.on_deny:
+    if branch == ON_DENY and node.on_deny:
         return workflow.node(node.on_deny)
     return workflow.successor(node)
 
@@ -178,9 +195,11 @@ def decided_approval(workflow: Workflow, journal: list[JournalEntry]) -> list[Ne
     verdict = index.verdict(requested) if requested is not None else None
     if verdict is None:
         return []
-    approved, data = verdict
-    branch = None if approved else "onDeny"
-    after = follow(workflow, node, branch) if approved or node.on_deny else None
+    outcome = approval_outcome(node, verdict)
+    if outcome is None:
+        return []
+    data, branch = outcome
+    after = follow(workflow, node, branch)
     if after is None or after.type in (NodeType.APPROVAL, NodeType.WORKFLOW):
         return []
     if after.id in index.steps:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.config import AppConfig
-from engine.domain.approvers import rating_refusal
+from engine.domain.approvers import approver_names, rating_refusal
 from engine.domain.errors import Forbidden, InvalidRequest
 from engine.domain.model import JournalEntry, NodeType, Principal
 from engine.domain.verdicts import GateVerdict
@@ -170,7 +170,7 @@ class ConfidenceGate:
             )
             return data
         data["channels"] = list(channels)
-        data["approvers"] = list(question.approvers or settings.approvers)
+        data["approvers"] = list(approver_names(question.approvers, settings.approvers))
         return data
 
     # -- feedback and status -------------------------------------------------------------------

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypedDict, TypeVar, Unpack
 
-from engine.domain.model import JournalEntry, OutboxRecord, Run, TakeoverRequest
+from engine.domain.model import JournalEntry, NewEvent, OutboxRecord, Run, TakeoverRequest
 from engine.domain.records import Adopt, Check, GatedOutcome, LinkUse, OutboxFor, QueueQuery
 from engine.ports.replays import ReplayStore
 from engine.ports.store_runs import RunStore
@@ -44,7 +44,12 @@ class TakeoverStore(Protocol):
     async def record_sdp_answer(self, request_id: str, answer: str) -> TakeoverRequest: ...
 
     async def request_takeover(
-        self, request: TakeoverRequest, now: datetime, *, outbox: OutboxFor | None = None
+        self,
+        request: TakeoverRequest,
+        now: datetime,
+        event: NewEvent,
+        *,
+        outbox: OutboxFor | None = None,
     ) -> TakeoverRequest: ...
 
 

@@ -14,7 +14,6 @@ separate read comes first.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from engine.config import AppConfig, parse_config
@@ -29,6 +28,7 @@ from engine.domain.approvers import (
 )
 from engine.domain.call_workflow import is_call_workflow
 from engine.domain.errors import Forbidden, InvalidRequest, NotFound
+from engine.domain.expiry import deadline
 from engine.domain.model import (
     Principal,
     Role,
@@ -38,6 +38,7 @@ from engine.domain.model import (
     TakeoverStatus,
     TimeoutBehavior,
 )
+from engine.domain.parking import takeover_requested
 from engine.domain.records import LinkUse
 from engine.ports import Clock, IdSource
 
@@ -307,7 +308,7 @@ class Approvals:
             status=TakeoverStatus.PENDING,
             reason=reason,
             created_at=now,
-            expires_at=now + timedelta(minutes=timeout_minutes),
+            expires_at=deadline(now, timeout_minutes),
             approvers=tuple(approvers),
             allow_self_approval=True,  # the operator asked for it; they may release it
             timeout_behavior=TimeoutBehavior.AUTO_APPROVE,
@@ -315,7 +316,8 @@ class Approvals:
             requested_by=run.requested_by,
             details={"workflow": run.workflow, "agent": run.agent, "requestedBy": who.name},
         )
-        return await self.store.request_takeover(request, now, outbox=notify.new_card)
+        event = takeover_requested(request, delivered=False)
+        return await self.store.request_takeover(request, now, event, outbox=notify.new_card)
 
     async def _check_step(self, workflow_name: str, step_id: str) -> None:
         if self.workflows is None:

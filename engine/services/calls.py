@@ -26,7 +26,12 @@ from urllib.parse import urlsplit
 
 from engine.config import ActionConfig, AppConfig
 from engine.domain import notify
-from engine.domain.approvers import acting_agent, approvers_as_written, session_person
+from engine.domain.approvers import (
+    acting_agent,
+    approver_names,
+    approvers_as_written,
+    session_person,
+)
 from engine.domain.binding import binding_hash
 from engine.domain.call_workflow import (
     APPROVE_ONLY,
@@ -38,6 +43,7 @@ from engine.domain.call_workflow import (
 )
 from engine.domain.calls_view import CallStatus, CallView, call_view
 from engine.domain.errors import Forbidden, InvalidRequest, NotFound
+from engine.domain.expiry import deadline
 from engine.domain.expressions import render_text
 from engine.domain.model import (
     JournalEvent,
@@ -50,6 +56,7 @@ from engine.domain.model import (
     TimeoutBehavior,
 )
 from engine.domain.outbound import OutboundTargets
+from engine.domain.parking import takeover_requested
 from engine.domain.policy import PolicyDecision, evaluate_policy
 from engine.domain.policy_rules import Decision
 from engine.domain.records import NewRun
@@ -162,17 +169,7 @@ class HeldCalls:
             now,
             [
                 policy_event,
-                NewEvent(
-                    JournalEvent.TAKEOVER_REQUESTED,
-                    CALL_STEP,
-                    {
-                        "requestId": request.id,
-                        "kind": TakeoverKind.POLICY.value,
-                        "channels": list(request.channels),
-                        "reason": request.reason,
-                        "expiresAt": request.expires_at.isoformat(),
-                    },
-                ),
+                takeover_requested(request),
                 NewEvent(JournalEvent.RUN_WAITING, CALL_STEP, {"requestId": request.id}),
             ],
             takeover=request,
@@ -193,11 +190,8 @@ class HeldCalls:
         summary: str,
     ) -> TakeoverRequest:
         now = self.clock.now()
-        if decision.timeout_minutes is not None:
-            expires = now + timedelta(minutes=decision.timeout_minutes)
-        else:
-            expires = now + timedelta(seconds=self.config.approvals.ttl_seconds)
-        names = tuple(decision.approvers or self.config.approvers)
+        expires = deadline(now, decision.timeout_minutes, self.config.approvals.ttl_seconds)
+        names = approver_names(decision.approvers, self.config.approvers)
         return TakeoverRequest(
             id=self.ids.new_id(),
             run_id=new.id,

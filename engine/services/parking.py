@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from engine.domain import notify
+from engine.domain.approvers import approver_names
 from engine.domain.errors import StepError
 from engine.domain.expressions import evaluate
 from engine.domain.model import (
@@ -25,9 +26,9 @@ from engine.domain.model import (
     TakeoverKind,
     Workflow,
 )
-from engine.domain.parking import build_request
+from engine.domain.parking import build_request, takeover_requested
 from engine.domain.records import NewRun
-from engine.domain.replay import JournalIndex, StepHistory, denial_text
+from engine.domain.replay import JournalIndex, StepHistory, approval_outcome, denial_text
 from engine.services.run_writer import RunWriter
 
 Outcome = tuple[Any, str | None] | RunStatus | None
@@ -48,13 +49,11 @@ class Parking(RunWriter):
         verdict = self.index.verdict(requested)
         if verdict is None:
             return await self._repark(node, requested)
-        approved, data = verdict
         self.notify_channels = tuple(requested.data.get("channels", ()))
-        if approved:
-            return data, None
-        if node.on_deny:
-            return data, "onDeny"
-        return await self.fail(node, denial_text(data), step_failed=True)
+        outcome = approval_outcome(node, verdict)
+        if outcome is None:
+            return await self.fail(node, denial_text(verdict[1]), step_failed=True)
+        return outcome
 
     async def _park_for_approval(
         self,
@@ -70,7 +69,7 @@ class Parking(RunWriter):
         approvers: Sequence[str] | None = None,
     ) -> RunStatus | None:
         s = self.s
-        names = tuple(approvers or node.approvers or s.default_approvers)
+        names = approver_names(approvers or (), node.approvers, s.default_approvers)
         request = build_request(
             request_id=s.ids.new_id(),
             now=s.clock.now(),
@@ -87,21 +86,10 @@ class Parking(RunWriter):
             escalate_to=s.expand_people(node.escalate_to),
             written=(*names, *node.escalate_to),
         )
-        request_id, chosen_channels = request.id, request.channels
         events = [] if self._is_started(node, step) else [self._started(node)]
         events += [
-            NewEvent(
-                JournalEvent.TAKEOVER_REQUESTED,
-                node.id,
-                {
-                    "requestId": request_id,
-                    "kind": kind.value,
-                    "reason": request.reason,
-                    "channels": list(chosen_channels),
-                    "expiresAt": request.expires_at.isoformat(),
-                },
-            ),
-            NewEvent(JournalEvent.RUN_WAITING, node.id, {"requestId": request_id}),
+            takeover_requested(request),
+            NewEvent(JournalEvent.RUN_WAITING, node.id, {"requestId": request.id}),
         ]
         outbox = notify.new_card(request)
         await self._park(events, takeover=request, outbox=outbox)

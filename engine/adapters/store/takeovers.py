@@ -80,9 +80,15 @@ class TakeoverStore(StoreBase):
         return await self.db.transact(work)
 
     async def request_takeover(
-        self, request: TakeoverRequest, now: datetime, *, outbox: OutboxFor | None = None
+        self,
+        request: TakeoverRequest,
+        now: datetime,
+        event: NewEvent,
+        *,
+        outbox: OutboxFor | None = None,
     ) -> TakeoverRequest:
-        """An operator's request on a queued or running run: the run parks before the step."""
+        """An operator's request on a queued or running run, journaled as ``event`` (its
+        ``takeover_requested``): the run parks before the step."""
 
         def work(conn: Connection) -> TakeoverRequest:
             open_count = (
@@ -102,17 +108,7 @@ class TakeoverStore(StoreBase):
             append_journal(
                 conn,
                 request.run_id,
-                [
-                    NewEvent(
-                        JournalEvent.TAKEOVER_REQUESTED,
-                        request.step_id,
-                        {
-                            "requestId": request.id,
-                            "kind": request.kind.value,
-                            "reason": request.reason,
-                        },
-                    )
-                ],
+                [event],
                 now,
                 guard=Guard.OPEN,
                 refused="only a queued or running run can be taken over",
