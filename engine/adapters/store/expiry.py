@@ -7,19 +7,12 @@ here they are applied in as few statements as each dialect allows."""
 from __future__ import annotations
 
 from datetime import datetime
-from itertools import chain
 from typing import Any
 
 from sqlalchemy import (
-    JSON,
     String,
     any_,
     bindparam,
-    exists,
-    func,
-    insert,
-    literal,
-    literal_column,
     select,
     update,
 )
@@ -30,7 +23,13 @@ from engine.adapters.store import tables as t
 from engine.adapters.store.base import StoreBase, insert_outbox
 from engine.adapters.store.db import mark_ready
 from engine.adapters.store.fast import Fast
-from engine.adapters.store.journal import FAST_INSERT_JOURNAL, REQUEUE, Guard, append_journal
+from engine.adapters.store.journal import (
+    Guard,
+    append_journal,
+    json_keys,
+    requeue_with_events,
+    requeue_with_events_cte,
+)
 from engine.adapters.store.rows import takeover_from_row
 from engine.adapters.store.statuses import status_in
 from engine.adapters.store.tables import UTCDateTime
@@ -44,7 +43,7 @@ from engine.domain.cancellation import (
 )
 from engine.domain.errors import TransitionRefused
 from engine.domain.expiry import EXPIRED, EXPIRES, EXPIRY_EVENT, expiry_data, has_expired
-from engine.domain.model import LIVE_RUN_STATUSES, TakeoverRequest
+from engine.domain.model import NewEvent, TakeoverRequest
 from engine.domain.records import OutboxFor
 
 
@@ -84,23 +83,16 @@ class ExpiryStore(StoreBase):
             rows = list(_SQLITE_EXPIRE(conn, {"ids": list(by_run.values()), "now": now}).mappings())
             if not rows:
                 return []
-            seqs: dict[str, int] = dict(
-                _SQLITE_REQUEUE(conn, {"ids": [r["run_id"] for r in rows], "now": now}).rows
-            )
-            journal_rows = [
-                {
-                    "run_id": r["run_id"],
-                    "seq": seqs[r["run_id"]] - 1,
-                    "step_id": r["step_id"],
-                    "event": EXPIRY_EVENT.value,
-                    "data": expiry_data(r["id"], r["timeout_behavior"]),
-                    "at": now,
-                }
+            appends = [
+                (
+                    r["run_id"],
+                    NewEvent(
+                        EXPIRY_EVENT, r["step_id"], expiry_data(r["id"], r["timeout_behavior"])
+                    ),
+                )
                 for r in rows
-                if r["run_id"] in seqs
             ]
-            if journal_rows:
-                FAST_INSERT_JOURNAL(conn, journal_rows)
+            if requeue_with_events(conn, appends, now):
                 mark_ready(conn)
             return _expired(conn, rows)
 
@@ -145,9 +137,9 @@ class ExpiryStore(StoreBase):
 
 def _expire_all_statement() -> Any:
     """PostgreSQL: a sweep batch's three writes in one statement, set-based in the database
-    (no journal rows built and bound one by one here): the picked requests expire, their live
-    runs go back to the queue with a sequence number each, and each such run's journal gets its
-    ``takeover_expired`` event. Returns the expired requests' rows."""
+    (no journal rows built and bound one by one here): the picked requests expire, and their
+    live runs get their ``takeover_expired`` event through the batch form of the journal's
+    append (``requeue_with_events_cte``). Returns the expired requests' rows."""
     tr = t.takeover_requests
     now = bindparam("now", type_=UTCDateTime())
     expired = (
@@ -160,54 +152,22 @@ def _expire_all_statement() -> Any:
         .returning(*tr.c)
         .cte("lapsed")
     )
-    requeued = (
-        update(t.runs)
-        .where(
-            # By key, not joined: joined, PostgreSQL hashes the whole runs table for each batch.
-            # The keys as a set (unnest), not ``= ANY(array)``: PostgreSQL probes the primary
-            # key once per key (EXPLAIN: a nested loop over pk_runs, 14 ms for 2,000 keys),
-            # where with ANY it filtered every row of the table against the array (a sequential
-            # scan of 100,000 runs, 30 ms).
-            t.runs.c.id.in_(
-                select(func.unnest(bindparam("run_ids", type_=postgresql.ARRAY(String()))))
-            ),
-            status_in(t.runs.c.status, LIVE_RUN_STATUSES),
-            exists().where(expired.c.run_id == t.runs.c.id),
-        )
-        .values(next_seq=t.runs.c.next_seq + 1, updated_at=now, status=REQUEUE)
-        .returning(t.runs.c.id, t.runs.c.next_seq)
-        .cte("requeued")
-    )
-    data = expiry_data(expired.c.id, expired.c.timeout_behavior)
-    journaled = insert(t.journal).from_select(
-        ["run_id", "seq", "step_id", "event", "data", "at"],
-        select(
-            requeued.c.id,
-            requeued.c.next_seq - 1,
-            expired.c.step_id,
-            literal(EXPIRY_EVENT.value),
-            func.json_build_object(*chain.from_iterable(data.items())),
-            now,
-        ).join_from(expired, requeued, requeued.c.id == expired.c.run_id),
+    journaled = requeue_with_events_cte(
+        expired,
+        EXPIRY_EVENT,
+        expiry_data(expired.c.id, expired.c.timeout_behavior),
+        run_ids=bindparam("run_ids", type_=postgresql.ARRAY(String())),
+        now=now,
     )
     return select(expired).add_cte(journaled.cte("journaled"))
 
 
 _EXPIRE_ALL = _expire_all_statement()
 
-
-def _json_keys() -> Any:
-    """SQLite: the keys bound as one JSON array (``json_each``), so the statement is constant
-    (``engine.adapters.store.fast``: compiled once, run on the driver) whatever the batch's size."""
-    return select(literal_column("value")).select_from(
-        func.json_each(bindparam("ids", type_=JSON()))
-    )
-
-
 _SQLITE_EXPIRE = Fast(
     update(t.takeover_requests)
     .where(
-        t.takeover_requests.c.id.in_(_json_keys()),
+        t.takeover_requests.c.id.in_(json_keys()),
         status_in(t.takeover_requests.c.status, EXPIRES),
     )
     .values(
@@ -215,18 +175,6 @@ _SQLITE_EXPIRE = Fast(
         decided_at=bindparam("now", type_=UTCDateTime()),
     )
     .returning(t.takeover_requests)
-)
-_SQLITE_REQUEUE = Fast(
-    update(t.runs)
-    # The live statuses as one literal each: a list bound to IN is expanded per execution,
-    # which the constant statement cannot be.
-    .where(t.runs.c.id.in_(_json_keys()), status_in(t.runs.c.status, LIVE_RUN_STATUSES))
-    .values(
-        next_seq=t.runs.c.next_seq + 1,
-        updated_at=bindparam("now", type_=UTCDateTime()),
-        status=REQUEUE,
-    )
-    .returning(t.runs.c.id, t.runs.c.next_seq)
 )
 
 
