@@ -1,0 +1,278 @@
+"""Decisions on a takeover request, as pure functions: given the request as read, who decides,
+the verdict and the time, each returns the ``Outcome``: the request's new state, the status it
+must still be in for the write to apply, the vote it records, the journal events, the card's
+messages and whether the run goes back to work. Nothing here reads or writes; a decision the
+request's state does not allow raises the domain's error, with the message the API shows.
+
+    grant      a vote toward the quorum (``engine.domain.quorum``); the last one, or an admin
+               override, decides: ``granted`` (``released`` too with ``release``)
+    deny       ``denied``: the run goes back to work to follow its deny path or fail
+    release    a granted request handed back: the run resumes at the step
+    expire     past its deadline: ``expired``, the run applies its ``timeoutBehavior``
+    cancel     an admin cancelled the run: its open requests end with it
+
+The shapes of the events are the ones the store has always journaled (``grant_data``,
+``release_events``, ``denial_event``): the store builds them here too, so there is one
+source for each.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from engine.domain import notify
+from engine.domain.cancellation import CANCELLED_REQUEST, REQUESTS_CANCELLED
+from engine.domain.errors import AlreadyDecided, DuplicateVote, TransitionRefused
+from engine.domain.expiry import EXPIRED, EXPIRES, EXPIRY_EVENT, expiry_data, status_at
+from engine.domain.model import (
+    JournalEvent,
+    NewEvent,
+    OutboxMessage,
+    TakeoverRequest,
+    TakeoverStatus,
+    Vote,
+)
+from engine.domain.quorum import grant_decides
+
+Override = Mapping[str, Any] | None
+"""How a person decides when not as one of the approvers: ``{"override": "admin"}``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one decision does to one request. The store applies it in one guarded write:
+    ``UPDATE ... WHERE id = :id AND status = :read_status [AND approvals = :read_approvals]``
+    with ``changes``; zero rows means someone else decided first (``already_decided``)."""
+
+    request: TakeoverRequest  # the request as decided
+    read_status: TakeoverStatus  # the guard: still in the status it was read in
+    read_approvals: int | None  # the guard of a grant: no vote counted meanwhile
+    changes: Mapping[str, Any]  # the columns the write sets
+    vote: Vote | None  # the vote to record (a grant)
+    events: tuple[NewEvent, ...]
+    outbox: tuple[OutboxMessage, ...]
+    back_to_work: bool  # the run is re-queued (or claimed) with the events
+
+    @property
+    def status(self) -> TakeoverStatus:
+        return self.request.status
+
+
+# -- what the decisions journal -------------------------------------------------------------------
+
+
+def grant_data(
+    request_id: str,
+    person: str,
+    notes: str | None,
+    approvals: int,
+    required: int,
+    final: bool,
+    override: Override = None,
+) -> dict[str, Any]:
+    """The data of ``takeover_granted``: the vote, the count it leaves, whether it decided."""
+    return {
+        "requestId": request_id,
+        "by": person,
+        "notes": notes,
+        "approvals": approvals,
+        "approvalsRequired": required,
+        "final": final,
+        **(override or {}),
+    }
+
+
+def release_events(
+    request_id: str, step_id: str | None, person: str, as_admin: bool = False
+) -> list[NewEvent]:
+    """``takeover_released`` and ``run_resumed``: the run goes back to work at the step."""
+    released: dict[str, object] = {"requestId": request_id, "by": person}
+    if as_admin:  # an admin released a run someone else took over
+        released["asAdmin"] = True
+    return [
+        NewEvent(JournalEvent.TAKEOVER_RELEASED, step_id, released),
+        NewEvent(JournalEvent.RUN_RESUMED, step_id, {"requestId": request_id}),
+    ]
+
+
+def denial_event(
+    request_id: str, step_id: str | None, person: str, notes: str | None, override: Override
+) -> NewEvent:
+    """``takeover_denied``: who, why, and an admin override if it was one."""
+    return NewEvent(
+        JournalEvent.TAKEOVER_DENIED,
+        step_id,
+        {"requestId": request_id, "by": person, "notes": notes, **(override or {})},
+    )
+
+
+def override_details(details: Mapping[str, Any], person: str, override: Override) -> dict[str, Any]:
+    """The request's ``details`` keeping an override (``details.override``), for the cards."""
+    return {**details, "override": {"by": person, **(override or {})}}
+
+
+def already_decided_error(request: TakeoverRequest, now: datetime) -> AlreadyDecided:
+    """The error of a decision that came too late: the request's status at ``now`` (expired,
+    though the sweeper may not know yet) and who decided it."""
+    status = status_at(request, now).value
+    who = request.decided_by or request.released_by
+    return AlreadyDecided(
+        f"request {request.id} is already {status}" + (f" (by {who})" if who else ""),
+        current=status,
+        decided_by=who,
+    )
+
+
+# -- the decisions --------------------------------------------------------------------------------
+
+
+def _open(request: TakeoverRequest, now: datetime) -> None:
+    """A grant or a denial needs a request still pending at ``now``."""
+    if status_at(request, now) != TakeoverStatus.PENDING:
+        raise already_decided_error(request, now)
+
+
+def _outcome(
+    request: TakeoverRequest,
+    changes: dict[str, Any],
+    events: list[NewEvent],
+    *,
+    back_to_work: bool,
+    vote: Vote | None = None,
+    read_approvals: int | None = None,
+) -> Outcome:
+    votes = (*request.votes, vote) if vote is not None else request.votes
+    after = dataclasses.replace(
+        request,
+        votes=votes,
+        **{k: v for k, v in changes.items() if k != "approvals"},
+    )
+    return Outcome(
+        request=after,
+        read_status=request.status,
+        read_approvals=read_approvals,
+        changes=changes,
+        vote=vote,
+        events=tuple(events),
+        outbox=tuple(notify.card_changed(after)),
+        back_to_work=back_to_work,
+    )
+
+
+def grant(
+    request: TakeoverRequest,
+    person: str,
+    now: datetime,
+    *,
+    notes: str | None = None,
+    sdp_offer: str | None = None,
+    release: bool = False,
+    override: Override = None,
+) -> Outcome:
+    """``person``'s grant. Counted toward the quorum; the one that completes it, or an admin
+    override whatever the count, decides the request: ``granted``, or with ``release``
+    ``released`` and the run back to work. ``AlreadyDecided`` past its deadline or once
+    decided; ``DuplicateVote`` for a second grant by the same person."""
+    _open(request, now)
+    if any(v.person == person for v in request.votes):
+        raise DuplicateVote(f"{person} has already granted this request", request_id=request.id)
+    counted = len(request.votes)
+    approvals, required = counted + 1, request.approvals_required
+    final = grant_decides(approvals, required, bool(override))
+    changes: dict[str, Any] = {"approvals": approvals}
+    if final:
+        changes.update(
+            status=TakeoverStatus.RELEASED if release else TakeoverStatus.GRANTED,
+            decided_by=person,
+            decided_at=now,
+            notes=notes,
+            sdp_offer=sdp_offer,
+        )
+        if release:
+            changes.update(released_by=person, released_at=now)
+    if override:
+        changes["details"] = override_details(request.details, person, override)
+    data = grant_data(request.id, person, notes, approvals, required, final, override)
+    events = [NewEvent(JournalEvent.TAKEOVER_GRANTED, request.step_id, data)]
+    if final and release:
+        events += release_events(request.id, request.step_id, person)
+    return _outcome(
+        request,
+        changes,
+        events,
+        back_to_work=final and release,
+        vote=Vote(person, now, notes),
+        read_approvals=counted,
+    )
+
+
+def deny(
+    request: TakeoverRequest,
+    person: str,
+    now: datetime,
+    *,
+    notes: str | None = None,
+    override: Override = None,
+) -> Outcome:
+    """``person`` denies a pending request: ``denied``, and the run goes back to work to
+    follow its deny path or fail. ``AlreadyDecided`` past its deadline or once decided."""
+    _open(request, now)
+    changes: dict[str, Any] = {
+        "status": TakeoverStatus.DENIED,
+        "decided_by": person,
+        "decided_at": now,
+        "notes": notes,
+    }
+    if override:
+        changes["details"] = override_details(request.details, person, override)
+    event = denial_event(request.id, request.step_id, person, notes, override)
+    return _outcome(request, changes, [event], back_to_work=True)
+
+
+def release(
+    request: TakeoverRequest, person: str, now: datetime, *, admin: bool = False
+) -> Outcome:
+    """``person`` hands a granted request back: ``released``, the run resumes at the step.
+    ``admin``: an admin releasing a run someone else took over, journaled as such.
+    ``TransitionRefused`` unless the request is granted."""
+    if request.status != TakeoverStatus.GRANTED:
+        raise TransitionRefused(
+            f"request {request.id} is {request.status}, not granted",
+            current=request.status.value,
+            request_id=request.id,
+        )
+    changes: dict[str, Any] = {
+        "status": TakeoverStatus.RELEASED,
+        "released_by": person,
+        "released_at": now,
+    }
+    as_admin = admin and request.decided_by != person
+    events = release_events(request.id, request.step_id, person, as_admin)
+    return _outcome(request, changes, events, back_to_work=True)
+
+
+def expire(request: TakeoverRequest, now: datetime) -> Outcome | None:
+    """A request past its deadline at ``now`` expires: ``expired``, and the run goes back to
+    work to apply its ``timeoutBehavior`` (auto-reject, or auto-approve). None when it has
+    not expired: still in time, or decided already."""
+    if status_at(request, now) != EXPIRED or request.status not in EXPIRES:
+        return None
+    changes: dict[str, Any] = {"status": EXPIRED, "decided_at": now}
+    data = expiry_data(request.id, request.timeout_behavior.value)
+    event = NewEvent(EXPIRY_EVENT, request.step_id, data)
+    return _outcome(request, changes, [event], back_to_work=True)
+
+
+def cancel(request: TakeoverRequest, actor: str, now: datetime) -> Outcome | None:
+    """An admin cancelled the run: its request, if still open, is ``cancelled`` with it (the
+    run's own end is journaled once, by ``engine.domain.cancellation.cancel_events``). None
+    for a request already ended."""
+    if request.status not in REQUESTS_CANCELLED:
+        return None
+    changes: dict[str, Any] = {"status": CANCELLED_REQUEST, "decided_by": actor, "decided_at": now}
+    event = NewEvent(JournalEvent.TAKEOVER_CANCELLED, request.step_id, {"requestId": request.id})
+    return _outcome(request, changes, [event], back_to_work=False)
