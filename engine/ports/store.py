@@ -2,10 +2,8 @@
 
 Each protocol names the operations one concern needs, with the signatures of
 ``engine.adapters.store.SqlStore``, which satisfies them structurally (``engine.assembly`` holds
-a checked assignment, so a drift fails mypy). Every operation is one transaction. The
-``*_unit`` operations return a decision as a unit of work without running it, for a caller that
-runs it inside another store transaction (``with_link_use``): the unit's argument is the
-store's own connection, opaque here.
+a checked assignment, so a drift fails mypy). Every operation is one transaction: a decision
+made through a signed link records the link's use in its own (``Decided.link``).
 """
 
 from __future__ import annotations
@@ -59,6 +57,7 @@ class Decided(TypedDict, total=False):
     outbox: OutboxFor | None  # the chat messages the change queues, in its transaction
     adopt: Adopt | None  # a worker's free slot for the run put back to work
     check: Check | None  # the caller's authorization, run in the transaction
+    link: LinkUse | None  # the signed link it comes through: its use, recorded with it
 
 
 class Granted(Decided, total=False):
@@ -76,32 +75,19 @@ class Released(Decided, total=False):
 
 
 class DecisionStore(Protocol):
-    """The three decisions, each also as a unit of work (``*_unit``) that a caller runs inside
-    another store transaction (``with_link_use``)."""
+    """The three decisions, each one transaction (with its link's use, when it has one)."""
 
     async def grant(
         self, request_id: str, person: str, now: datetime, **how: Unpack[Granted]
     ) -> TakeoverRequest: ...
 
-    def grant_unit(
-        self, request_id: str, person: str, now: datetime, **how: Unpack[Granted]
-    ) -> Unit[TakeoverRequest]: ...
-
     async def deny(
         self, request_id: str, person: str, now: datetime, **how: Unpack[Denied]
     ) -> TakeoverRequest: ...
 
-    def deny_unit(
-        self, request_id: str, person: str, now: datetime, **how: Unpack[Denied]
-    ) -> Unit[TakeoverRequest]: ...
-
     async def release(
         self, request_id: str, person: str, now: datetime, **how: Unpack[Released]
     ) -> TakeoverRequest: ...
-
-    def release_unit(
-        self, request_id: str, person: str, now: datetime, **how: Unpack[Released]
-    ) -> Unit[TakeoverRequest]: ...
 
 
 class ExpiryStore(Protocol):

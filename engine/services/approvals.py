@@ -132,30 +132,18 @@ class Approvals:
         now = self.clock.now()  # the decision's time is its arrival, not its slot's
         offer = await self._offer() if release and link is None else None
         try:
-            if link is None:
-                after = await self.store.grant(
-                    request_id,
-                    who.name,
-                    now,
-                    notes=notes,
-                    sdp_offer=sdp_offer,
-                    release=release,
-                    outbox=notify.card_changed,
-                    adopt=offer,
-                    check=check,
-                )
-            else:
-                unit = self.store.grant_unit(
-                    request_id,
-                    who.name,
-                    now,
-                    notes=notes,
-                    sdp_offer=sdp_offer,
-                    release=release,
-                    outbox=notify.card_changed,
-                    check=check,
-                )
-                after = await self.store.with_link_use(link, unit)
+            after = await self.store.grant(
+                request_id,
+                who.name,
+                now,
+                notes=notes,
+                sdp_offer=sdp_offer,
+                release=release,
+                outbox=notify.card_changed,
+                adopt=offer,
+                check=check,
+                link=link,
+            )
         finally:
             self._settle(offer)
         # A vote or a grant without release hands nothing back; its card still changes.
@@ -184,21 +172,16 @@ class Approvals:
         now = self.clock.now()
         offer = await self._offer() if link is None else None
         try:
-            if link is None:
-                after = await self.store.deny(
-                    request_id,
-                    who.name,
-                    now,
-                    notes=notes,
-                    outbox=notify.card_changed,
-                    adopt=offer,
-                    check=check,
-                )
-            else:
-                unit = self.store.deny_unit(
-                    request_id, who.name, now, notes=notes, outbox=notify.card_changed, check=check
-                )
-                after = await self.store.with_link_use(link, unit)
+            after = await self.store.deny(
+                request_id,
+                who.name,
+                now,
+                notes=notes,
+                outbox=notify.card_changed,
+                adopt=offer,
+                check=check,
+                link=link,
+            )
         finally:
             self._settle(offer)
         self._woken(offer, after)
@@ -221,26 +204,16 @@ class Approvals:
         now = self.clock.now()
         offer = await self._offer() if link is None else None
         try:
-            if link is None:
-                after = await self.store.release(
-                    request_id,
-                    who.name,
-                    now,
-                    admin=who.is_admin,
-                    outbox=notify.card_handed_back,
-                    adopt=offer,
-                    check=check,
-                )
-            else:
-                unit = self.store.release_unit(
-                    request_id,
-                    who.name,
-                    now,
-                    admin=who.is_admin,
-                    outbox=notify.card_handed_back,
-                    check=check,
-                )
-                after = await self.store.with_link_use(link, unit)
+            after = await self.store.release(
+                request_id,
+                who.name,
+                now,
+                admin=who.is_admin,
+                outbox=notify.card_handed_back,
+                adopt=offer,
+                check=check,
+                link=link,
+            )
         finally:
             self._settle(offer)
         self._woken(offer, after)

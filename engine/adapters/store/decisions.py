@@ -23,15 +23,16 @@ from engine.adapters.store.resume import ResumeStore, unclaimed
 from engine.adapters.store.rows import takeover_from_row
 from engine.adapters.store.statuses import may_become
 from engine.adapters.store.takeovers import load_takeover, with_votes
-from engine.domain.errors import AlreadyDecided, TransitionRefused
-from engine.domain.expiry import status_at, still_open
-from engine.domain.model import (
-    JournalEvent,
-    NewEvent,
-    TakeoverRequest,
-    TakeoverStatus,
+from engine.domain.decisions import (
+    already_decided_error,
+    denial_event,
+    override_details,
+    release_events,
 )
-from engine.domain.records import Adopt, Check, OutboxFor
+from engine.domain.errors import AlreadyDecided, TransitionRefused
+from engine.domain.expiry import still_open
+from engine.domain.model import NewEvent, TakeoverRequest, TakeoverStatus
+from engine.domain.records import Adopt, Check, LinkUse, OutboxFor
 
 
 class DecisionStore(ResumeStore):
@@ -45,17 +46,19 @@ class DecisionStore(ResumeStore):
         outbox: OutboxFor | None = None,
         adopt: Adopt | None = None,
         check: Check | None = None,
+        link: LinkUse | None = None,
     ) -> TakeoverRequest:
         """Deny a pending request; the run is re-queued (or claimed by ``adopt``) to follow
-        its deny path or fail."""
+        its deny path or fail. ``link`` as for ``grant``."""
         return await self._decide(
             adopt,
-            self.deny_unit(
+            self._deny_unit(
                 request_id, person, now, notes=notes, outbox=outbox, adopt=adopt, check=check
             ),
+            link,
         )
 
-    def deny_unit(
+    def _deny_unit(
         self,
         request_id: str,
         person: str,
@@ -66,7 +69,7 @@ class DecisionStore(ResumeStore):
         adopt: Adopt | None = None,
         check: Check | None = None,
     ) -> Callable[[Connection], TakeoverRequest]:
-        """The unit of work of ``deny``, to compose with others in one transaction."""
+        """The unit of work of ``deny``."""
 
         def work(conn: Connection) -> TakeoverRequest:
             unclaimed(adopt)
@@ -95,11 +98,7 @@ class DecisionStore(ResumeStore):
             override = check(takeover_from_row(row)) if check is not None else None
             if override:
                 row = mark_override(conn, row, person, override)
-            event = NewEvent(
-                JournalEvent.TAKEOVER_DENIED,
-                row["step_id"],
-                {"requestId": request_id, "by": person, "notes": notes, **(override or {})},
-            )
+            event = denial_event(request_id, row["step_id"], person, notes, override)
             return self._hand_back(conn, row, [event], now, adopt, outbox, None)
 
         return work
@@ -114,16 +113,17 @@ class DecisionStore(ResumeStore):
         outbox: OutboxFor | None = None,
         adopt: Adopt | None = None,
         check: Check | None = None,
+        link: LinkUse | None = None,
     ) -> TakeoverRequest:
         """Hand a granted request back: the run is re-queued (or claimed by ``adopt``) and
         resumes at the approval. ``admin``: ``person`` is an admin, recorded in the journal
-        when they release a run someone else took over."""
-        unit = self.release_unit(
+        when they release a run someone else took over. ``link`` as for ``grant``."""
+        unit = self._release_unit(
             request_id, person, now, admin=admin, outbox=outbox, adopt=adopt, check=check
         )
-        return await self._decide(adopt, unit)
+        return await self._decide(adopt, unit, link)
 
-    def release_unit(
+    def _release_unit(
         self,
         request_id: str,
         person: str,
@@ -134,7 +134,7 @@ class DecisionStore(ResumeStore):
         adopt: Adopt | None = None,
         check: Check | None = None,
     ) -> Callable[[Connection], TakeoverRequest]:
-        """The unit of work of ``release``, to compose with others in one transaction."""
+        """The unit of work of ``release``."""
 
         def work(conn: Connection) -> TakeoverRequest:
             unclaimed(adopt)
@@ -191,21 +191,9 @@ class DecisionStore(ResumeStore):
 def mark_override(conn: Connection, row: Any, person: str, override: dict[str, Any]) -> Any:
     """Keep the override on the request (``details.override``), for cards and notices."""
     tr = t.takeover_requests
-    details = {**(row["details"] or {}), "override": {"by": person, **override}}
+    details = override_details(row["details"] or {}, person, override)
     stmt = update(tr).where(tr.c.id == row["id"]).values(details=details).returning(tr)
     return conn.execute(stmt).mappings().one()
-
-
-def release_events(
-    request_id: str, step_id: str | None, person: str, as_admin: bool = False
-) -> list[NewEvent]:
-    released: dict[str, object] = {"requestId": request_id, "by": person}
-    if as_admin:  # an admin released a run someone else took over
-        released["asAdmin"] = True
-    return [
-        NewEvent(JournalEvent.TAKEOVER_RELEASED, step_id, released),
-        NewEvent(JournalEvent.RUN_RESUMED, step_id, {"requestId": request_id}),
-    ]
 
 
 def already_decided(
@@ -216,10 +204,4 @@ def already_decided(
     current = load_takeover(conn, request_id)
     if check is not None:
         check(current)
-    status = status_at(current, now).value  # expired, though the sweeper may not know yet
-    who = current.decided_by or current.released_by
-    return AlreadyDecided(
-        f"request {request_id} is already {status}" + (f" (by {who})" if who else ""),
-        current=status,
-        decided_by=who,
-    )
+    return already_decided_error(current, now)

@@ -16,11 +16,7 @@ from sqlalchemy.engine import Connection
 
 from engine.adapters.store import tables as t
 from engine.adapters.store.base import insert_outbox
-from engine.adapters.store.decisions import (
-    already_decided,
-    mark_override,
-    release_events,
-)
+from engine.adapters.store.decisions import already_decided, mark_override
 from engine.adapters.store.fast import Fast
 from engine.adapters.store.journal import Guard, append_journal
 from engine.adapters.store.resume import ResumeStore, unclaimed
@@ -28,11 +24,12 @@ from engine.adapters.store.rows import takeover_from_row
 from engine.adapters.store.statuses import may_become
 from engine.adapters.store.tables import UTCDateTime
 from engine.adapters.store.takeovers import votes_of
+from engine.domain.decisions import grant_data, release_events
 from engine.domain.errors import DuplicateVote
 from engine.domain.expiry import still_open
 from engine.domain.model import JournalEvent, NewEvent, TakeoverRequest, TakeoverStatus, Vote
 from engine.domain.quorum import forced_by_override, grant_decides, quorum_met
-from engine.domain.records import Adopt, Check, OutboxFor
+from engine.domain.records import Adopt, Check, LinkUse, OutboxFor
 
 _GRANTS: dict[bool, Fast] = {}
 
@@ -84,13 +81,14 @@ class GrantStore(ResumeStore):
         outbox: OutboxFor | None = None,
         adopt: Adopt | None = None,
         check: Check | None = None,
+        link: LinkUse | None = None,
     ) -> TakeoverRequest:
         """Record ``person``'s grant. When the quorum is reached the request becomes granted
         (and released too, with ``release``), and the run is re-queued (or claimed by
-        ``adopt``)."""
+        ``adopt``). ``link``: the signed link it comes through, its use recorded with it."""
         return await self._decide(
             adopt,
-            self.grant_unit(
+            self._grant_unit(
                 request_id,
                 person,
                 now,
@@ -101,9 +99,10 @@ class GrantStore(ResumeStore):
                 adopt=adopt,
                 check=check,
             ),
+            link,
         )
 
-    def grant_unit(
+    def _grant_unit(
         self,
         request_id: str,
         person: str,
@@ -116,7 +115,7 @@ class GrantStore(ResumeStore):
         adopt: Adopt | None = None,
         check: Check | None = None,
     ) -> Callable[[Connection], TakeoverRequest]:
-        """The unit of work of ``grant``, to compose with others in one transaction."""
+        """The unit of work of ``grant``."""
 
         def work(conn: Connection) -> TakeoverRequest:
             unclaimed(adopt)
@@ -146,16 +145,8 @@ class GrantStore(ResumeStore):
             approvals, required = row["approvals"], row["approvals_required"]
             run_id, step_id = row["run_id"], row["step_id"]
             decided = grant_decides(approvals, required, bool(override))
-            grant_data: dict[str, Any] = {
-                "requestId": request_id,
-                "by": person,
-                "notes": notes,
-                "approvals": approvals,
-                "approvalsRequired": required,
-                "final": decided,
-                **(override or {}),
-            }
-            events = [NewEvent(JournalEvent.TAKEOVER_GRANTED, step_id, grant_data)]
+            data = grant_data(request_id, person, notes, approvals, required, decided, override)
+            events = [NewEvent(JournalEvent.TAKEOVER_GRANTED, step_id, data)]
             if decided and release:
                 events += release_events(request_id, step_id, person)
                 self._back_to_work(conn, run_id, events, now, adopt)

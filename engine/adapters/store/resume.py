@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import TYPE_CHECKING, TypeVar
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.engine import Connection
@@ -22,7 +23,9 @@ from engine.adapters.store.fast import Fast
 from engine.adapters.store.journal import REQUEUE, Guard, append_journal, entries, read_journal
 from engine.adapters.store.rows import run_from_row
 from engine.domain.model import NewEvent, Run, RunStatus, TakeoverRequest
-from engine.domain.records import Adopt
+from engine.domain.records import Adopt, LinkUse
+
+T = TypeVar("T")
 
 _RUN_LOCKED: dict[bool, Fast] = {}
 
@@ -31,14 +34,24 @@ class ResumeStore(StoreBase):
     """What every decision that hands a run back shares: its transaction, and the run queued
     or claimed for the deciding replica's worker."""
 
+    if TYPE_CHECKING:  # ``WebStore``'s, in ``SqlStore``
+
+        async def with_link_use(self, use: LinkUse, decide: Callable[[Connection], T]) -> T: ...
+
     async def _decide(
-        self, adopt: Adopt | None, unit: Callable[[Connection], TakeoverRequest]
+        self,
+        adopt: Adopt | None,
+        unit: Callable[[Connection], TakeoverRequest],
+        link: LinkUse | None = None,
     ) -> TakeoverRequest:
-        """Run a decision's unit. When it fails, a claim one of its attempts made reaches no
-        worker: that attempt's commit may not have happened (the last attempt can fail before
-        its unit even runs again), and a worker trusting its run and journal would call the
-        next step with nothing committed."""
+        """Run a decision's unit, in one transaction with ``link``'s use when it comes through
+        a signed link. When it fails, a claim one of its attempts made reaches no worker: that
+        attempt's commit may not have happened (the last attempt can fail before its unit even
+        runs again), and a worker trusting its run and journal would call the next step with
+        nothing committed."""
         try:
+            if link is not None:
+                return await self.with_link_use(link, unit)
             return await self.db.transact(unit)
         except BaseException:
             unclaimed(adopt)

@@ -4,7 +4,7 @@ and the local admin's one-time sign-in token.
 A decision through a signed link must be recorded as a *use* of that link in the decision's own
 transaction: otherwise a crash between the two leaves either a decision whose link still works
 or a used link without a decision. ``with_link_use`` runs the record and the decision's own
-unit of work (``GrantStore.grant_unit`` and friends) in one transaction.
+unit of work (what ``grant``, ``deny`` and ``release`` do with their ``link``) in one transaction.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class WebStore(StoreBase):
 
     async def with_link_use(self, use: LinkUse, decide: Callable[[Connection], T]) -> T:
         """Record ``use`` and run the decision ``decide`` (a store unit of work such as
-        ``grant_unit(...)``) in one transaction.
+        a grant's) in one transaction.
 
         A deciding verb inserts the use, so a second one raises ``LinkUsed``; ``release``
         follows a takeover through the same link and turns that use into a release. A decision
