@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import textwrap
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +12,7 @@ from engine.domain.model import Principal, Role, RunStatus
 from engine.ports import Clock
 from tests.support.clock import ManualClock
 from tests.support.ids import SequentialIds
+from tests.support.waiting import until
 
 PEOPLE = """
 people:
@@ -66,15 +66,7 @@ AGENT = Principal(name="token:agent-1", role=Role.AGENT, token="agent-1")
 async def wait_for(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
     """Poll an async predicate until it returns something truthy (real work is in flight in
     the workers; this waits for it, it does not stand in for a clock)."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        if loop.time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)
+    return await until(predicate, timeout)
 
 
 async def wait_status(engine: Engine, run_id: str, *statuses: RunStatus) -> RunStatus:
