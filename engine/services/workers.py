@@ -2,9 +2,10 @@
 
 Concurrency is bounded per process. A run in ``waiting`` holds no task, no coroutine and no
 lease: only runs being advanced right now have a task here. The leases of the runs being
-advanced are renewed together, every third of the lease, by one task of the process (a failed
-renewal is tried again 50 ms later); a process that dies stops renewing, and another takes the run
-over when the lease runs out (the journal fences the old owner out: its writes are refused).
+advanced are renewed together, every third of the lease on the injected clock, by one task of
+the process (a failed renewal is tried again 50 ms later); a process that dies stops renewing,
+and another takes the run over when the lease runs out (the journal fences the old owner out:
+its writes are refused).
 """
 
 from __future__ import annotations
@@ -270,7 +271,7 @@ class Workers:
         it runs out whenever in the beat it started. A failed renewal is tried again almost at
         once (``transact`` backs off between its own attempts), not a beat later."""
         while True:
-            await asyncio.sleep(max(self.lease.total_seconds() / 3, 0.05))
+            await self.clock.sleep(max(self.lease.total_seconds() / 3, 0.05))
             while self._advancing:
                 try:
                     await self.store.renew_leases(
@@ -279,7 +280,7 @@ class Workers:
                     break
                 except SignoffError as exc:
                     log.warning("renewing %d leases failed: %s", len(self._advancing), exc)
-                    await asyncio.sleep(_RENEW_AGAIN_SECONDS)
+                    await self.clock.sleep(_RENEW_AGAIN_SECONDS)
 
 
 class Sweeper(BackgroundLoop):

@@ -4,14 +4,15 @@ another replica never takes the run over and calls the step a second time."""
 from __future__ import annotations
 
 import asyncio
+import math
 from datetime import timedelta
 from typing import Any
 
-from engine.adapters.clock import SystemClock
 from engine.domain.model import JournalEvent, RunStatus
 from engine.ports import ConnectorCall
 from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, make_engine, wait_status
+from tests.support.waiting import settled, until
 
 FLOW = """
 slow:
@@ -23,27 +24,31 @@ connectors:
   slow: {type: python, function: "tests.support.engines:unused", actions: {go: {kind: write}}}
 """
 SERVER = "{workers: 2, leaseSeconds: 5, pollSeconds: 0.05}"
-# Shorter than server.leaseSeconds allows (5 s at least): renewed every 0.5 s, so a renewal may
-# come up to 1 s late; the step takes more than two leases. A renewal is a database round trip,
-# and on PostgreSQL with two busy processes beside the suite one took up to 433 ms and the
-# renewer's beats came up to 1.6 s apart: a 0.3 s lease (tried before) was taken over under
-# load, a failure of the test's margin, not of the renewal (see the closing note of issue 23).
-LEASE = timedelta(seconds=1.5)
-STEP_SECONDS = 3.2
+# Shorter than server.leaseSeconds allows (5 s at least): renewed every second of the manual
+# clock, which the test moves a second at a time; the step takes more than two leases.
+LEASE = timedelta(seconds=3)
+STEP_SECONDS = 7.5
 
 
 class Slow:
-    def __init__(self) -> None:
+    """A connector whose call takes ``STEP_SECONDS`` on the engines' (manual) clock."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
         self.calls: list[str] = []
 
     async def call(self, call: ConnectorCall) -> dict[str, bool]:
         self.calls.append(call.idempotency_key)
-        await asyncio.sleep(STEP_SECONDS)
+        await self.clock.sleep(STEP_SECONDS)
         return {"ok": True}
 
 
 async def test_a_step_longer_than_the_lease_runs_once(migrated_db_url: str) -> None:
-    slow = Slow()
+    """Two replicas on one manual clock; the clock moves a second at a time, and after each
+    move the run's lease reaches a whole lease ahead again (the renewer beat on the clock),
+    while the other replica's workers keep claiming and never get the run."""
+    clock = ManualClock()
+    slow = Slow(clock)
     engines = [
         make_engine(
             migrated_db_url,
@@ -51,7 +56,7 @@ async def test_a_step_longer_than_the_lease_runs_once(migrated_db_url: str) -> N
             extra=EXTRA,
             server=SERVER,
             name=name,
-            clock=SystemClock(),
+            clock=clock,
             extra_connectors={"slow": slow},
         )
         for name in ("a", "b")
@@ -61,6 +66,21 @@ async def test_a_step_longer_than_the_lease_runs_once(migrated_db_url: str) -> N
         await engine.start()
     try:
         run, _ = await engines[0].runs.start_run("slow", {}, AGENT)
+        await until(lambda: slow.calls, what="the step started")
+        await settled()
+        timers = len(clock.sleepers)  # the step, each replica's renewer, ...: all asleep
+
+        async def renewed() -> bool:
+            current = await engines[0].store.get_run(run.id)
+            until_ = current.lease_expires_at
+            return until_ is not None and until_ >= clock.now() + LEASE
+
+        for second in range(1, math.ceil(STEP_SECONDS) + 1):
+            # Every timer asleep again before the clock moves, so each wakes on this move.
+            await until(lambda: len(clock.sleepers) == timers and min(clock.sleepers) > 0)
+            clock.advance(seconds=1)
+            if second < STEP_SECONDS:
+                await until(renewed, what=f"the lease renewed after {second} s")
         status = await wait_status(engines[1], run.id, RunStatus.COMPLETED)
         journal = await engines[1].store.journal(run.id)
     finally:
@@ -89,8 +109,9 @@ class Held:
 async def test_a_run_claimed_again_under_its_own_task_is_not_advanced_twice(
     migrated_db_url: str,
 ) -> None:
-    """The lease runs out under a step still in flight (the clock jumps past it before the
-    renewer beats) and this process's own claim takes the run back: the task in flight goes
+    """The lease runs out under a step still in flight (the clock jumps past it, and the
+    renewer's beat on that jump is held up, like a round trip slower than the lease, until
+    after the claim) and this process's own claim takes the run back: the task in flight goes
     on under the renewed lease; no second task calls the step again."""
     held = Held()
     engine = make_engine(
@@ -111,7 +132,14 @@ async def test_a_run_claimed_again_under_its_own_task_is_not_advanced_twice(
             reclaimed.set()  # the worker loop spawns (or not) before this test runs again
         return ids
 
+    renew = engine.store.renew_leases
+
+    async def late_renewals(*args: Any, **kwargs: Any) -> int:
+        await reclaimed.wait()  # the renewer's beat arrives after the claim took the run back
+        return await renew(*args, **kwargs)
+
     engine.store.claim_runs = noting_claims  # type: ignore[method-assign]
+    engine.store.renew_leases = late_renewals  # type: ignore[method-assign]
     await engine.start()
     try:
         run, _ = await engine.runs.start_run("slow", {}, AGENT)
