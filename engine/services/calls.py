@@ -252,18 +252,19 @@ class HeldCalls:
         return call_view(run, request, self.clock.now())
 
     async def wait(self, execution_id: str, seconds: float) -> CallView:
-        """Poll until the call's status changes or ``seconds`` pass; returns the latest view.
-        Each tick reads one run and one request, and no in-process state is involved, so any
-        replica may answer a long poll, whichever replica runs the call."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(seconds, 0.0)
+        """Poll until the call's status changes or ``seconds`` pass on the injected clock;
+        returns the latest view. Each tick reads one run and one request, and no in-process
+        state is involved, so any replica may answer a long poll, whichever replica runs the
+        call. The ticks are polls of the database, spaced in real time (a manual clock that
+        stands still must not stop them); the deadline is the clock's."""
+        deadline = self.clock.now() + timedelta(seconds=max(seconds, 0.0))
         first = current = await self.view(execution_id)
         delay = min(0.02, self.poll_seconds)
         while current.status == first.status and not current.is_final:
-            left = deadline - loop.time()
+            left = (deadline - self.clock.now()).total_seconds()
             if left <= 0:
                 break
-            await asyncio.sleep(min(delay, left))
+            await asyncio.sleep(min(delay, left))  # a database poll: real time (see above)
             delay = min(delay * 1.5, self.poll_seconds)
             current = await self.view(execution_id)
         return current
