@@ -14,6 +14,7 @@ from engine.assembly import Engine
 from engine.domain.model import RunStatus, TakeoverStatus
 from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, make_engine, person, wait_status
+from tests.support.waiting import settled, until
 
 FLOW = """
 flow:
@@ -68,3 +69,23 @@ async def test_the_database_clock_sleeps_on_its_local_clock(database) -> None:
     assert local.sleepers == [2.0] and not sleeper.done()
     local.advance(seconds=2)
     await asyncio.wait_for(sleeper, 1)
+
+
+async def test_the_offset_is_measured_again_on_the_local_clock(database) -> None:
+    """The offset is measured at start and then every ``resync_seconds`` of the local clock:
+    moving a manual clock by that much measures it again, nothing else does."""
+    if database.is_sqlite:
+        pytest.skip("SQLite has one process: the engine follows no database clock there")
+    local = ManualClock()
+    clock = DatabaseClock(database, local, resync_seconds=60)
+    clock.start()
+    try:
+        await until(lambda: local.sleepers == [60.0], what="the resync asleep on the clock")
+        stale = clock.offset = timedelta(hours=5)  # no measurement could give this one
+        local.advance(seconds=59)
+        await settled()
+        assert clock.offset == stale
+        local.advance(seconds=1)
+        await until(lambda: clock.offset != stale, what="the offset measured again")
+    finally:
+        await clock.stop()

@@ -10,7 +10,6 @@ costs nothing.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import datetime, timedelta
 
@@ -58,7 +57,7 @@ class DatabaseClock(BackgroundLoop):
 
     async def _loop(self) -> None:
         while True:
-            await asyncio.sleep(self.resync_seconds)
+            await self.local.sleep(self.resync_seconds)  # the local clock, as ``sleep``
             try:
                 await self.sync()
             except Exception as exc:  # keep the last offset; the next try may succeed
