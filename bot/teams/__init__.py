@@ -38,6 +38,7 @@ from engine.assembly import Engine
 from engine.background import cancel_and_wait
 from engine.domain.errors import InvalidRequest
 from engine.domain.json_input import parse_json
+from engine.ports import Clock
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,11 @@ def install(app: web.Application, engine: Engine) -> None:
         return web.json_response(invoke.body, status=invoke.status)
 
     async def refresh_keys(app: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(_refresh_keys(adapter)) if adapter.authenticated else None
+        task = (
+            asyncio.create_task(_refresh_keys(adapter, engine.clock))
+            if adapter.authenticated
+            else None
+        )
         yield
         if task is not None:
             await cancel_and_wait(task)
@@ -117,11 +122,11 @@ def _error(status: int, code: str, message: str) -> web.Response:
     return web.json_response({"error": code, "message": message}, status=status)
 
 
-async def _refresh_keys(adapter: TeamsAdapter) -> None:
+async def _refresh_keys(adapter: TeamsAdapter, clock: Clock) -> None:
     # Keys are fetched on the first request anyway; fetching ahead keeps requests from waiting.
     while True:
         await adapter.keys.renew()
-        await asyncio.sleep(METADATA_REFRESH_SECONDS)
+        await clock.sleep(METADATA_REFRESH_SECONDS)  # the engine's clock: tests move it
 
 
 __all__ = ["ROUTE", "install"]

@@ -18,6 +18,7 @@ import pytest
 from teamsharness import FLOW, Teams, running_teams
 from test_teams_auth import install_activity, stored
 
+from bot.teams import METADATA_REFRESH_SECONDS
 from bot.teams.adapter import NotAuthenticated, TeamsAdapter
 from engine.config.sections import TeamsConfig
 from tests.fakes.openid import (
@@ -32,6 +33,7 @@ from tests.fakes.openid import (
     the_internet,
     token,
 )
+from tests.support.waiting import settled, until
 
 
 @pytest.fixture
@@ -182,3 +184,18 @@ async def test_the_keys_are_kept_a_day_and_looked_up_again_sparingly(signing_key
         issuer.down = False
         await keys.get(KID)
         assert issuer.metadata_fetches == 4
+
+
+async def test_the_keys_are_fetched_again_after_the_refresh_interval(
+    teams: Teams, issuer: Issuer, internet: list[str]
+):
+    """The background refresh sleeps on the engine's clock: moving it by the interval fetches
+    the keys again, ahead of any request."""
+    await until(lambda: issuer.metadata_fetches == 1, what="the start-up fetch")
+    await until(lambda: METADATA_REFRESH_SECONDS in teams.clock.sleepers, what="asleep")
+    teams.clock.advance(seconds=METADATA_REFRESH_SECONDS - 1)
+    await settled()
+    assert issuer.metadata_fetches == 1
+    teams.clock.advance(seconds=1)
+    await until(lambda: issuer.metadata_fetches == 2, what="the refresh")
+    assert internet == []
