@@ -50,12 +50,12 @@ MAX_ATTEMPTS = 8
 
 @dataclass(slots=True)
 class _Claim:
-    """A claimed batch: its message ids, when it was claimed and how long it is held (loop
-    time, renewed by the heartbeat)."""
+    """A claimed batch: its message ids, when it was claimed and how long it is held (on the
+    injected clock, as the store's claim: renewed by the heartbeat)."""
 
     ids: list[int]
-    claimed_at: float
-    until: float
+    claimed_at: datetime
+    until: datetime
 
 
 class Dispatcher(BackgroundLoop):
@@ -102,7 +102,7 @@ class Dispatcher(BackgroundLoop):
 
     async def deliver_due(self) -> int:
         """Deliver what is due now; returns how many messages were handled."""
-        claimed_at = asyncio.get_running_loop().time()  # no later than the claim's start
+        claimed_at = self.clock.now()  # no later than the claim's start
         claimed = await self.store.claim_outbox(
             self.owner, self.clock.now(), limit=self.batch, hold=self.hold
         )
@@ -111,7 +111,7 @@ class Dispatcher(BackgroundLoop):
         by_channel: dict[str, list[OutboxRecord]] = {}
         for message in claimed:
             by_channel.setdefault(message.channel, []).append(message)
-        claim = _Claim([m.id for m in claimed], claimed_at, claimed_at + self.hold.total_seconds())
+        claim = _Claim([m.id for m in claimed], claimed_at, claimed_at + self.hold)
         renewal = asyncio.create_task(self._renew(claim))
         try:
             await asyncio.gather(
@@ -124,17 +124,15 @@ class Dispatcher(BackgroundLoop):
     async def _renew(self, claim: _Claim) -> None:
         """The claim's heartbeat, like a run's lease: renewed every third of the hold while
         the batch is being sent, so a slow remote cannot let it lapse under a live sender."""
-        loop = asyncio.get_running_loop()
-        hold = self.hold.total_seconds()
         while True:
-            await asyncio.sleep(max(hold / 3, 0.05))
-            renewed_at = loop.time()
+            await self.clock.sleep(max(self.hold.total_seconds() / 3, 0.05))
+            until = self.clock.now() + self.hold
             try:
-                await self.store.renew_claims(claim.ids, self.owner, self.clock.now() + self.hold)
+                await self.store.renew_claims(claim.ids, self.owner, until)
             except SignoffError as exc:
                 log.warning("renewing outbox claims failed: %s", exc)
             else:
-                claim.until = renewed_at + hold
+                claim.until = until
 
     async def _channel(self, channel: str, messages: list[OutboxRecord], claim: _Claim) -> None:
         """Send one channel's claimed messages in order. A message is only started in the
@@ -142,7 +140,6 @@ class Dispatcher(BackgroundLoop):
         platform = channel.partition(":")[0]
         sink = self.sinks.get(platform)
         loop = asyncio.get_running_loop()
-        hold = self.hold.total_seconds()
         wakes = self._wakes
         for index, message in enumerate(messages):
             if index and self._wakes != wakes and message.kind not in URGENT_KINDS:
@@ -152,7 +149,7 @@ class Dispatcher(BackgroundLoop):
                     return
             if sink is not None:
                 await self._pace(channel, sink.min_interval)
-            if loop.time() > claim.claimed_at + hold / 2:
+            if self.clock.now() > claim.claimed_at + self.hold / 2:
                 # Paced sends took half the claim: hand the rest back before the claim lapses,
                 # so no other dispatcher can claim a message this one is still sending.
                 await self.store.release_claims([m.id for m in messages[index:]], self.owner)
@@ -183,7 +180,7 @@ class Dispatcher(BackgroundLoop):
                         )
                 return
             self._last_sent[channel] = loop.time()
-            if loop.time() > claim.until:  # the claim lapsed (renewals failed) under the send
+            if self.clock.now() > claim.until:  # the claim lapsed (renewals failed) under the send
                 log.warning(
                     "outbox message %s was delivered after its claim lapsed (the claim could "
                     "not be renewed): another replica may have sent it too",

@@ -18,6 +18,7 @@ from engine.assembly import Engine
 from engine.domain.model import OutboxRecord
 from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, make_engine, wait_for
+from tests.support.waiting import until
 
 LEASE_SECONDS = 12
 FLOW = """
@@ -92,14 +93,26 @@ async def test_a_dead_dispatchers_claim_lapses_after_the_lease(migrated_db_url: 
         await survivor.stop()
 
 
+class Unhurried(Recorder):
+    """A remote each send to which takes 0.3 s of the engines' clock."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__()
+        self.clock = clock
+
+    async def deliver(self, message: OutboxRecord) -> None:
+        await super().deliver(message)
+        self.clock.advance(seconds=0.3)
+
+
 async def test_unsent_messages_are_handed_back_before_half_the_hold(
     migrated_db_url: str,
 ) -> None:
-    """Paced sends into one channel stop at half the hold (loop time); the rest is handed back
-    unclaimed, ready for the next round, never left to lapse under a live dispatcher."""
+    """Sends into one channel stop at half the hold (on the engines' clock); the rest is
+    handed back unclaimed, ready for the next round, never left to lapse under a live
+    dispatcher."""
     clock = ManualClock()
-    paced = Recorder()
-    paced.min_interval = 0.3
+    paced = Unhurried(clock)
     engine = replica(migrated_db_url, clock, "a", paced)
     engine.dispatcher.hold = timedelta(seconds=1)  # sends stop 0.5 s after the claim
     try:
@@ -145,14 +158,20 @@ async def test_a_live_dispatcher_renews_its_claim_while_the_remote_is_slow(
     slow, recorder = Slow(), Recorder()
     sender = replica(migrated_db_url, clock, "a", slow)
     other = replica(migrated_db_url, clock, "b", recorder)
-    sender.dispatcher.hold = timedelta(seconds=0.3)  # renewed every 0.1 s of loop time
+    sender.dispatcher.hold = timedelta(seconds=0.3)  # renewed every 0.1 s of the clock
     try:
         await sender.start()
         await sender.runs.start_run("pay", {}, AGENT)
         await asyncio.wait_for(slow.entered.wait(), 10)
         claimed_at = clock.now()
+
+        def heartbeat_asleep() -> bool:  # the other timers sleep a second or more
+            return any(0 < left < 0.5 for left in clock.sleepers)
+
+        await until(heartbeat_asleep, what="the heartbeat asleep")
         clock.set(claimed_at + timedelta(seconds=60))  # far past the first hold
-        await asyncio.sleep(0.25)  # at least one heartbeat: held until 60.3 s
+        # The move wakes the heartbeat; asleep again, it has renewed: held until 60.3 s.
+        await until(heartbeat_asleep, what="a beat")
         assert await other.dispatcher.deliver_due() == 0
         slow.answer.set()
 
