@@ -6,6 +6,7 @@ test (``ManualClock``): nothing here sleeps for a backoff."""
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -53,6 +54,10 @@ class Flaky:
 
 
 START = ManualClock().now()
+# The engine's background timers on the clock (the sweeper, the lease renewer) sleep this long:
+# the backoffs the test moves the clock by add up to far less than half of it, so every sleeper
+# with less than half of it left is the step's backoff.
+BACKGROUND_SECONDS = 24 * 3600.0
 
 
 async def run_flaky(db_url: str, failures: int, *, retryable: bool = True) -> dict[str, Any]:
@@ -60,28 +65,40 @@ async def run_flaky(db_url: str, failures: int, *, retryable: bool = True) -> di
     the clock by exactly that. Returns what happened."""
     clock = ManualClock(START)
     flaky = Flaky(clock, failures, retryable=retryable)
-    engine = make_engine(db_url, FLOW, clock=clock, extra=EXTRA, extra_connectors={"flaky": flaky})
+    engine = make_engine(
+        db_url,
+        FLOW,
+        clock=clock,
+        extra=EXTRA,
+        extra_connectors={"flaky": flaky},
+        sweep_interval_seconds=BACKGROUND_SECONDS,
+    )
+    engine.workers.lease = timedelta(seconds=3 * BACKGROUND_SECONDS)  # renewed as seldom
     await engine.start()
     slept: list[float] = []
+
+    def backoffs() -> list[float]:
+        return [left for left in clock.sleepers if left < BACKGROUND_SECONDS / 2]
+
     try:
         run, _ = await engine.runs.start_run("flaky", {}, AGENT)
 
         async def sleeping_or_done() -> bool:
-            if clock.sleepers:
+            if backoffs():
                 return True
             status = (await engine.store.get_run(run.id)).status
             return status in (RunStatus.COMPLETED, RunStatus.FAILED)
 
         while True:
             await wait_for(sleeping_or_done)
-            if not clock.sleepers:
+            if not backoffs():
                 break
-            (delay,) = clock.sleepers
+            (delay,) = backoffs()
             calls = len(flaky.calls)
             clock.advance(seconds=delay - 0.001)  # not yet: the worker goes on sleeping
             for _ in range(20):  # a woken sleeper would go on within a few loop turns
                 await asyncio.sleep(0)
-            assert clock.sleepers and len(flaky.calls) == calls
+            assert backoffs() and len(flaky.calls) == calls
             clock.advance(seconds=0.001)
             slept.append(delay)
 
