@@ -8,6 +8,7 @@ from engine.domain.model import RunStatus, TakeoverKind
 from tests.support.api import running_api
 from tests.support.clock import ManualClock
 from tests.support.engines import wait_for, wait_status
+from tests.support.waiting import quiet
 
 FLOW = """
 noop:
@@ -286,7 +287,7 @@ async def test_long_poll_returns_when_the_status_changes(api):
     poll = asyncio.create_task(
         api.call("GET", f"/v1/calls/{body['executionId']}?wait=30", as_="agent")
     )
-    await asyncio.sleep(0.3)
+    await quiet(0.3)
     assert not poll.done()
     await _approve(api, body)
     status, answer = await asyncio.wait_for(poll, 10)

@@ -20,6 +20,7 @@ import pytest
 from aiohttp import web
 
 from tests.support.process import Server, call, cli, free_port
+from tests.support.waiting import within
 
 pytestmark = pytest.mark.slow
 
@@ -129,16 +130,17 @@ async def test_killed_mid_step_resumes_with_the_same_idempotency_key(
         assert len(remote.keys) == 1
 
         await second.start()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + LEASE_SECONDS + 25
         async with aiohttp.ClientSession() as http:
-            while True:
+
+            async def ended() -> bool:
+                nonlocal run
                 status, run = await call(http, "GET", f"{second.base}/v1/runs/{run_id}", agent)
                 assert status == 200, run
-                if run["status"] in ("completed", "failed", "cancelled"):
-                    break
-                assert loop.time() < deadline, (run, log.read_text())
-                await asyncio.sleep(0.1)
+                return run["status"] in ("completed", "failed", "cancelled")
+
+            run: dict = {}
+            ended_in_time = await within(ended, LEASE_SECONDS + 25)
+            assert ended_in_time, (run, log.read_text())
             assert run["status"] == "completed", (run, log.read_text())
             _, ledger = await call(http, "GET", f"{second.base}/v1/ledger?runId={run_id}", admin)
             _, journal = await call(http, "GET", f"{second.base}/v1/runs/{run_id}/journal", agent)

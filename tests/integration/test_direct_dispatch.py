@@ -18,6 +18,7 @@ from engine.assembly import Engine
 from engine.domain.model import Role, RunStatus, TakeoverStatus
 from engine.domain.records import Adopt, NewRun
 from tests.support.engines import AGENT, make_engine, person, wait_for, wait_status
+from tests.support.waiting import quiet
 
 FLOW = """
 flow:
@@ -315,7 +316,7 @@ async def test_polls_that_find_no_free_slot_do_not_stop_decisions_waiting(
     first slot freed (under a burst, queueing them all from then on cost a claim each and
     made the burst's p99 five times longer)."""
     async with slot_busy(migrated_db_url, ONE_SLOT_FAST_POLL) as busy:
-        await asyncio.sleep(0.2)  # the claim loop polls a few times, every slot busy
+        await quiet(0.2)  # the claim loop polls (real time) a few times, every slot busy
         decision = asyncio.create_task(
             busy.engine.approvals.grant(busy.request_id, person("bob"), release=True)
         )

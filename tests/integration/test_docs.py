@@ -36,6 +36,7 @@ import pytest
 from aiohttp import web
 
 from tests.support.process import ROOT, Server, call, child_env, free_port, run_cli
+from tests.support.waiting import quiet
 
 RUNNABLE = {"sh": "bash", "bash": "bash", "python": "python"}
 FENCE = re.compile(r"^(?P<indent>[ \t]*)```(?P<info>[^`\s]*)[^`]*$")
@@ -229,4 +230,4 @@ async def approve_whatever_waits(served: Served) -> None:
                             served.approver,
                             {"release": True},
                         )
-            await asyncio.sleep(0.2)
+            await quiet(0.2)  # a person looks again a moment later (a real served process)

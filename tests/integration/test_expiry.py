@@ -231,16 +231,18 @@ async def test_a_failed_batch_is_raised_once_every_batch_beside_it_has_ended(
     clock.advance(minutes=10)
     expire_due = engine.store.expire_due
     calls, in_flight = 0, 0
+    failed = asyncio.Event()
 
     async def one_fails(*args: Any, **kwargs: Any) -> Any:
         nonlocal calls, in_flight
         calls += 1
         if calls == 1:
             await asyncio.sleep(0)  # the other drain starts its batch meanwhile
+            failed.set()
             raise StoreError("database error: connection was closed")
         in_flight += 1
         try:
-            await asyncio.sleep(0.05)
+            await failed.wait()  # still in flight when the first batch fails
             return await expire_due(*args, **kwargs)
         finally:
             in_flight -= 1

@@ -12,6 +12,7 @@ import pytest
 from engine.adapters.clock import SystemClock
 from engine.domain.model import RunStatus
 from tests.support.engines import AGENT, make_engine, person, wait_for, wait_status
+from tests.support.waiting import quiet, until
 
 FLOW = """
 flow:
@@ -70,10 +71,8 @@ async def test_a_notification_wakes_only_what_it_made_ready(migrated_postgres_ur
     other.dispatcher.wake = counting("dispatcher", other.dispatcher.wake)  # type: ignore[method-assign]
     await other.start()
     try:
-        deadline = time.perf_counter() + 5
-        while woken != {"workers": 1, "dispatcher": 1}:  # on connecting: both, once
-            assert time.perf_counter() < deadline, woken
-            await asyncio.sleep(0.01)
+        # On connecting: both, once.
+        await until(lambda: woken == {"workers": 1, "dispatcher": 1}, 5, what=str(woken))
 
         async def notify(what: str) -> dict[str, int]:
             before = dict(woken)
@@ -82,11 +81,8 @@ async def test_a_notification_wakes_only_what_it_made_ready(migrated_postgres_ur
                 mark_ready(conn, what)
 
             await front.db.transact(work)
-            deadline = time.perf_counter() + 5
-            while woken == before:
-                assert time.perf_counter() < deadline, f"no wake-up for {what}"
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.2)  # anything else it would wake
+            await until(lambda: woken != before, 5, what=f"no wake-up for {what}")
+            await quiet(0.2)  # anything else it would wake
             return {name: woken[name] - before[name] for name in woken}
 
         assert await notify(RUNS_READY) == {"workers": 1, "dispatcher": 0}

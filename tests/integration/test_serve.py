@@ -12,6 +12,7 @@ import pytest
 from aiohttp import web
 
 from tests.support.process import Server, call, cli, free_port
+from tests.support.waiting import quiet, within
 
 
 class SlowRemote:
@@ -114,7 +115,7 @@ async def test_sigterm_lets_the_step_in_flight_finish(
         assert status == 201
         await asyncio.wait_for(remote.arrived.wait(), 20)
         stopping = asyncio.create_task(server.stop())
-        await asyncio.sleep(0.5)  # the process is shutting down while the call is in flight
+        await quiet(0.5)  # the process is shutting down while the call is in flight
         assert not stopping.done()
         remote.answer.set()
         assert await stopping == 0, (tmp_path / "server.log").read_text()
@@ -124,13 +125,14 @@ async def test_sigterm_lets_the_step_in_flight_finish(
     await restarted.start()
     try:
         async with aiohttp.ClientSession() as http:
-            for _ in range(200):
-                status, body = await call(
-                    http, "GET", f"{restarted.base}/v1/runs/{run['id']}", admin
-                )
-                if body["status"] == "completed":
-                    break
-                await asyncio.sleep(0.05)
+
+            async def completed() -> bool:
+                nonlocal body
+                _, body = await call(http, "GET", f"{restarted.base}/v1/runs/{run['id']}", admin)
+                return bool(body["status"] == "completed")
+
+            body = {}
+            await within(completed, 20)
             assert body["status"] == "completed", body
             status, journal = await call(
                 http, "GET", f"{restarted.base}/v1/runs/{run['id']}/journal", admin

@@ -18,6 +18,7 @@ from engine.domain.model import RunStatus
 from tests.support.clock import ManualClock
 from tests.support.engines import wait_status
 from tests.support.process import ROOT, Server, cli, free_port
+from tests.support.waiting import within
 from tests.support.web import (
     REFUND_DEMO,
     csrf_of,
@@ -117,23 +118,23 @@ async def _complete_the_demo(http: aiohttp.ClientSession, login_link: str) -> No
     started = await form(f"{base}/console/demo", {}, f"{base}/console")
     assert started.status == 303
     run_page = base + started.headers["Location"]
-    approval = None
-    for _ in range(100):
+
+    async def approval_link() -> re.Match[str] | None:
         async with http.get(run_page) as resp:
-            found = re.search(r'href="(/approvals/[^"]+)"', await resp.text())
-        if found:
-            approval = base + found.group(1)
-            break
-        await asyncio.sleep(0.1)
+            return re.search(r'href="(/approvals/[^"]+)"', await resp.text())
+
+    found = await within(approval_link, 10)
+    approval = None if found is None else base + found.group(1)
     assert approval is not None, "the demo run did not reach its approval"
     decided = await form(approval, {"action": "grant", "reason": "looks right"}, approval)
     assert decided.status == 303
-    for _ in range(100):
+
+    async def completed() -> bool:
         async with http.get(run_page) as resp:
-            if "status--completed" in await resp.text():
-                return
-        await asyncio.sleep(0.1)
-    raise AssertionError("the demo run did not complete")
+            return "status--completed" in await resp.text()
+
+    if not await within(completed, 10):
+        raise AssertionError("the demo run did not complete")
 
 
 async def test_the_demo_refunds_what_its_lookup_found(migrated_db_url: str) -> None:

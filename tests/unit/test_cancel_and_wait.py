@@ -8,12 +8,18 @@ import asyncio
 import contextlib
 
 from engine.background import cancel_and_wait
+from tests.support.waiting import settled
+
+
+async def forever() -> None:
+    """Wait until cancelled (what a long sleep stood for, with no time involved)."""
+    await asyncio.Event().wait()
 
 
 async def _worker(cleanup: str) -> None:
-    helper = asyncio.create_task(asyncio.sleep(3600))
+    helper = asyncio.create_task(forever())
     try:
-        await asyncio.sleep(3600)
+        await forever()
     finally:
         if cleanup == "suppress":
             helper.cancel()
@@ -21,7 +27,7 @@ async def _worker(cleanup: str) -> None:
                 await helper
         else:
             await cancel_and_wait(helper)
-        await asyncio.sleep(3600)  # only reached when the outer cancellation was swallowed
+        await forever()  # only reached when the outer cancellation was swallowed
 
 
 async def _stops(cleanup: str) -> bool:
@@ -47,7 +53,7 @@ async def test_a_helper_that_ends_by_itself_is_just_waited_for() -> None:
         await asyncio.sleep(0)
 
     task = asyncio.create_task(quick())
-    await asyncio.sleep(0.01)
+    await settled()
     await cancel_and_wait(task)  # already done: nothing raised
     assert task.done()
 
@@ -59,12 +65,12 @@ async def test_cleanup_inside_a_cancelled_task_goes_on() -> None:
 
     async def main() -> None:
         try:
-            await asyncio.sleep(3600)
+            await forever()
         finally:
-            helper = asyncio.create_task(asyncio.sleep(3600))
+            helper = asyncio.create_task(forever())
             await cancel_and_wait(helper)
             steps.append("helper stopped")
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0)  # an await that yields: a cancellation passed on ends here
             steps.append("cleanup finished")
 
     task = asyncio.create_task(main())
@@ -85,7 +91,7 @@ async def test_a_task_that_swallows_a_cancellation_is_cancelled_again(monkeypatc
         nonlocal swallowed
         while True:
             try:
-                await asyncio.sleep(3600)
+                await forever()
             except asyncio.CancelledError:
                 if swallowed:
                     raise

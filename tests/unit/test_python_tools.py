@@ -16,6 +16,7 @@ from engine.domain.errors import StepError
 from engine.domain.model import Node, NodeType
 from engine.ports import ConnectorCall
 from tests.support import tools
+from tests.support.waiting import quiet
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ async def test_a_slow_synchronous_tool_fails_by_its_time_limit_and_the_loop_runs
     async def tick() -> None:
         nonlocal ticks
         while True:
-            await asyncio.sleep(0.01)
+            await quiet(0.01)  # the loop keeps turning in real time while the thread blocks
             ticks += 1
 
     ticker = asyncio.create_task(tick())
@@ -114,12 +115,12 @@ async def test_a_call_still_waiting_for_a_thread_at_its_limit_never_starts() -> 
         blocker = asyncio.create_task(
             PythonTools(declared, pool).call(tool_node(tool="slow"), {"seconds": 0.6})
         )
-        await asyncio.sleep(0.05)  # the slow tool holds the one thread
+        await quiet(0.05)  # the slow tool's real thread has started and holds the one thread
         with pytest.raises(StepError, match=r"tool rec did not finish within 0\.2s"):
             await PythonTools(declared, pool).call(tool_node(tool="rec"), {"late": True})
         with pytest.raises(StepError):
             await blocker
-        await asyncio.sleep(0.6)  # the slow tool's thread is free again
+        await quiet(0.6)  # the slow tool's real thread is free again
         assert len(tools.CALLS) == calls
     finally:
         pool.close()

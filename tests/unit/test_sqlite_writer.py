@@ -22,6 +22,7 @@ from engine.adapters.store.migrate import upgrade_to_head
 from engine.adapters.store.sqlite_writer import SQLITE_BUSY_TIMEOUT_MS
 from engine.domain.errors import StoreError
 from engine.domain.records import NewRun
+from tests.support.waiting import quiet
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, 0, tzinfo=UTC)  # no microseconds: the format keeps them
 
@@ -105,9 +106,9 @@ async def test_another_process_holding_the_lock_never_blocks_the_loop(
     other.execute("BEGIN IMMEDIATE")  # another process's write transaction
     write = asyncio.create_task(store.create_run(NewRun(id="r1", workflow="w", input={}), NOW))
     ticks = 0
-    for _ in range(20):  # the loop runs: each sleep returns on time
+    for _ in range(20):  # the loop runs: each real pause returns on time
         started = time.monotonic()
-        await asyncio.sleep(0.01)
+        await quiet(0.01)
         assert time.monotonic() - started < 0.5
         ticks += 1
     assert not write.done() and ticks == 20

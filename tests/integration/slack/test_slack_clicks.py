@@ -23,6 +23,7 @@ from tests.integration.slack.harness import (
     signed_headers,
 )
 from tests.support.engines import wait_for, wait_status
+from tests.support.waiting import quiet
 
 FLOWS = f"""
 refund:
@@ -166,7 +167,7 @@ async def test_two_hundred_clicks_delivered_twice_make_one_decision(migrated_db_
             return len(h.slack.responses) >= 199
 
         await wait_for(all_told, timeout=30)
-        await asyncio.sleep(0.2)  # nothing more arrives
+        await quiet(0.2)  # nothing more arrives
         assert len(h.slack.responses) == 199
         expected = f"Already approved by <@{CLICKERS[winner]}>; nothing changed."
         assert {r.body["text"] for r in h.slack.responses} == {expected}
@@ -204,5 +205,5 @@ async def test_signed_payloads_json_cannot_read_are_refused_400(migrated_db_url:
         # A slash command's form field with a NUL is refused the same way.
         status, answer = await h.send_signed(urlencode({"command": "/signoff", "text": "a\0b"}))
         assert status == 400 and "NUL" in json.loads(answer)["message"]
-        await asyncio.sleep(0.1)
+        await quiet(0.1)
         assert h.slack.responses == []

@@ -15,6 +15,7 @@ from tests.fakes.slack import FakeSlack
 from tests.integration.slack.harness import CHANNEL, USERS, running_slack
 from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, wait_for
+from tests.support.waiting import quiet
 
 BURST_CHANNEL = "C0BURST00"
 FLOWS = f"""
@@ -73,7 +74,7 @@ async def test_a_burst_of_cards_respects_the_rate_limit_and_posts_each_once(
 
         await wait_for(all_posted, timeout=120)
         elapsed = time.perf_counter() - started
-        await asyncio.sleep(0.5)  # nothing more arrives
+        await quiet(0.5)  # nothing more arrives
         print(f"\n{BURST} cards in {elapsed:.1f} s, {h.slack.rate_limited} answers 429")
 
         posted = h.slack.posted(BURST_CHANNEL)

@@ -8,7 +8,6 @@ the reply already in the thread (its message metadata) and posts nothing.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 
@@ -24,6 +23,7 @@ from tests.integration.slack.harness import (
 )
 from tests.integration.slack.test_slack_commands import FLOWS, JSON
 from tests.support.engines import wait_for
+from tests.support.waiting import quiet
 
 
 def mention(event_id: str, ts: str = "1700000001.000200") -> str:
@@ -59,7 +59,7 @@ async def test_retries_of_an_event_make_one_reply(migrated_db_url: str) -> None:
             return h.slack.posted(CHANNEL)
 
         await wait_for(answered)
-        await asyncio.sleep(0.3)  # the retries' follow-ups, had any been started, are done
+        await quiet(0.3)  # the retries' follow-ups, had any been started, are done
         assert len(h.slack.posted(CHANNEL)) == 1
 
         # A retry this process has not seen (it went to another replica first) finds the reply
@@ -72,7 +72,7 @@ async def test_retries_of_an_event_make_one_reply(migrated_db_url: str) -> None:
             return h.slack.calls_of("conversations.replies")
 
         await wait_for(searched)
-        await asyncio.sleep(0.3)
+        await quiet(0.3)
         assert len(h.slack.posted(CHANNEL)) == 1
 
 

@@ -8,7 +8,6 @@ all a replay is (the signature covers the timestamp and the body, so nothing els
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 from urllib.parse import urlencode
@@ -28,6 +27,7 @@ from tests.integration.slack.harness import (
 from tests.integration.slack.test_slack_clicks import FLOWS, pending_request
 from tests.integration.slack.test_slack_events import mention
 from tests.support.engines import wait_for, wait_status
+from tests.support.waiting import quiet
 
 JSON = {"Content-Type": "application/json"}
 
@@ -132,7 +132,7 @@ async def test_a_replayed_feedback_click_records_once_and_tells_once(
 
         assert await h.send(body, signed) == (200, "")
 
-        await asyncio.sleep(0.2)  # a reply to the replay, had one been started, has arrived
+        await quiet(0.2)  # a reply to the replay, had one been started, has arrived
         assert len(h.told(key)) == 1
         journal = await h.engine.store.journal(run_id)
         assert [e.event for e in journal].count(JournalEvent.FEEDBACK_RECORDED) == 1
@@ -152,7 +152,7 @@ async def test_a_replayed_button_changes_nothing(migrated_db_url: str) -> None:
 
         assert await h.engine.store.journal(run_id) == journal
         assert (await h.engine.store.get_takeover(request_id)).status == TakeoverStatus.RELEASED
-        await asyncio.sleep(0.2)
+        await quiet(0.2)
         assert h.told(key) == []  # the winner is told nothing, the first time or the second
 
 
@@ -174,7 +174,7 @@ async def test_a_replayed_mention_on_another_server_is_not_answered_again(
         async with running_slack(migrated_db_url, FLOWS, tokens=False) as second:
             assert await second.send(event, signed) == (200, "")
             assert await first.send(event, signed) == (200, "")
-            await asyncio.sleep(0.3)  # the follow-ups, had any been started, are done
+            await quiet(0.3)  # the follow-ups, had any been started, are done
             assert second.slack.posted() == [] and second.slack.calls == []
         assert len(first.slack.posted(CHANNEL)) == 1
 
@@ -200,5 +200,5 @@ async def test_when_the_database_cannot_record_a_request_nothing_acts(
         event = mention("Ev0NORECORD")
         status, text_ = await h.send(event, {**signed_headers(event), **JSON})
         assert status == 503 and json.loads(text_)["error"] == "unavailable"
-        await asyncio.sleep(0.3)
+        await quiet(0.3)
         assert h.slack.posted(CHANNEL) == []

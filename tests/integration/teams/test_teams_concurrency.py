@@ -19,6 +19,7 @@ from teamsharness import (
 
 from engine.domain.model import JournalEvent, RunStatus, TakeoverStatus
 from tests.support.engines import wait_status
+from tests.support.waiting import quiet
 
 
 async def test_one_decision_and_one_execution_under_100_concurrent_invokes(migrated_db_url):
@@ -57,6 +58,6 @@ async def test_one_decision_and_one_execution_under_100_concurrent_invokes(migra
         assert len(granted) == 1
 
         await teams.connector.wait_for(lambda c: c.updates(card_id))
-        await asyncio.sleep(0.3)  # nothing more should follow
+        await quiet(0.3)  # nothing more should follow
         assert len(teams.connector.updates(card_id)) == 1
         assert teams.connector.throttled == []

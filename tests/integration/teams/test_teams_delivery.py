@@ -3,7 +3,6 @@ reminder and escalation notices with real @mentions, and chats without threads."
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -25,6 +24,7 @@ from bot.teams.pacing import MARGIN, Pacing, Throttled
 from engine.adapters.store.base import insert_outbox
 from engine.domain.model import OutboxMessage
 from tests.support.engines import wait_for
+from tests.support.waiting import within
 
 REMINDING = """
 refund:
@@ -187,12 +187,13 @@ async def test_transient_failures_are_retried(migrated_db_url, status):
         # Time moves a second at a time; the card goes out once both retries are due.
         posted = []
         for _ in range(40):
-            posted = await teams.engine.store.chat_messages(run_id=run_id, kind="card")
+            posted = await within(
+                lambda: teams.engine.store.chat_messages(run_id=run_id, kind="card"), 0.05
+            )
             if posted:
                 break
             teams.clock.advance(seconds=1)
             teams.engine.wake_outbox()
-            await asyncio.sleep(0.05)
         assert posted
         waited = (teams.engine.clock.now() - started).total_seconds()
         # 429: what Retry-After said, twice; the others back off 2 s, then 4 s.

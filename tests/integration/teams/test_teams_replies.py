@@ -5,13 +5,12 @@ nobody was told)."""
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 import pytest
 from teamsharness import CHANNEL, FLOW, Teams, running_teams, texts
 
 from tests.fakes.teams import FakeConnector
+from tests.support.waiting import within
 
 
 @pytest.fixture
@@ -45,12 +44,11 @@ async def test_a_confirmation_beyond_the_rate_budget_is_delayed_not_lost(teams: 
     # engine's clock and on the connector's.
     replies = []
     for _ in range(60):
-        replies = teams.connector.posts()[before:]
+        replies = await within(lambda: teams.connector.posts()[before:], 0.1)
         if replies:
             break
         teams.clock.advance(seconds=1)
         teams.engine.wake_outbox()
-        await asyncio.sleep(0.1)
     (reply,) = replies
     assert "Gate enabled set to on by alice" in texts(reply.card)
     assert reply.conversation == CHANNEL and reply.thread is not None  # in the message's thread
@@ -61,10 +59,7 @@ async def test_a_confirmation_beyond_the_rate_budget_is_delayed_not_lost(teams: 
         return [m for m, _, _ in rows if m.kind == "reply"]
 
     # The post reaches the connector a moment before its row is marked sent.
-    for _ in range(100):
-        if await sent():
-            break
-        await asyncio.sleep(0.05)
+    await within(sent, 5)
     assert len(await sent()) == 1
 
 
