@@ -29,6 +29,7 @@ from engine.adapters.store import Database, SqlStore
 from engine.adapters.store import tables as t
 from engine.domain.model import Role
 from tests.support.process import ROOT, Server, cli, free_port
+from tests.support.waiting import quiet
 
 FULL = os.environ.get("SIGNOFF_RELIABILITY_FULL") == "1"
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
@@ -222,7 +223,7 @@ class Cluster:
             if result:
                 return result
             assert loop.time() < deadline, f"timed out waiting for {what}\n{self.logs()}"
-            await asyncio.sleep(0.2)
+            await quiet(0.2)  # real replicas work meanwhile
 
 
 @asynccontextmanager
@@ -319,7 +320,7 @@ async def start_runs(
                         raise
                 # The idempotency key makes the retry safe, on this replica or another.
                 server = rng.choice(cluster.servers)
-                await asyncio.sleep(0.1 + rng.random() * 0.2)
+                await quiet(0.1 + rng.random() * 0.2)  # a client's back-off
         raise AssertionError("unreachable")
 
     return list(await asyncio.gather(*(one(offset + i) for i in range(n))))

@@ -18,7 +18,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections import Counter
@@ -35,6 +34,7 @@ from tests.integration.slack.harness import SECRET
 from tests.integration.teams.teamsharness import aad
 from tests.reliability.cluster import size
 from tests.support.process import ROOT, child_env, free_port
+from tests.support.waiting import quiet_sync
 
 T = TypeVar("T")
 
@@ -193,7 +193,7 @@ def _wait_ready(base: str, proc: subprocess.Popen[bytes], log: Path) -> None:
         except (urllib.error.URLError, OSError):
             pass
         assert proc.poll() is None, log.read_text()
-        time.sleep(0.1)
+        quiet_sync(0.1)  # the process is still starting: real time
     raise AssertionError("server did not start:\n" + log.read_text())
 
 
@@ -208,7 +208,7 @@ def _park_a_run(target: Target) -> None:
         if found["requests"]:
             target.request_id = found["requests"][0]["id"]
             return
-        time.sleep(0.1)
+        quiet_sync(0.1)  # the served process works meanwhile
     raise AssertionError("the run did not park")
 
 

@@ -62,6 +62,7 @@ from tests.reliability.cluster import (
     start_runs,
 )
 from tests.support.process import Server
+from tests.support.waiting import quiet
 
 LEASE_SECONDS = 5
 WORKERS = 8
@@ -86,7 +87,7 @@ class Remote:
         port = peer[1] if peer else 0
         self.in_flight[port] = key
         try:
-            await asyncio.sleep(self.rng.uniform(0.1, 0.4))
+            await quiet(self.rng.uniform(0.1, 0.4))  # a remote's real latency
         finally:
             self.in_flight.pop(port, None)
         return web.json_response({"charged": True, "amount": 42})
@@ -262,7 +263,7 @@ class Approver:
             unclicked = list((await self.unclicked()).values())
             if unclicked:
                 break
-            await asyncio.sleep(0.02)
+            await quiet(0.02)  # real replicas
         else:
             return False
         chosen = self.rng.sample(unclicked, min(most, len(unclicked)))
@@ -305,7 +306,7 @@ async def died_at(
             except FileNotFoundError:
                 pass  # taken just now: its process is dying
             assert loop.time() < deadline + 10, f"{point} was reached but nobody died"
-        await asyncio.sleep(0.02)
+        await quiet(0.02)  # real replicas
 
 
 async def pick_victim(
@@ -319,7 +320,7 @@ async def pick_victim(
     """The replica to kill for ``mode`` (already dead for a crash point), or None when nothing
     was in flight or no replica reached the point within a few seconds."""
     if mode == "random moment":
-        await asyncio.sleep(approver.rng.uniform(0.0, 0.5))
+        await quiet(approver.rng.uniform(0.0, 0.5))  # a moment of real time
         return approver.rng.choice(cluster.servers)
     if mode in ("during the sweep", "after the sweep's commit"):
         return await died_at(cluster, crash_dir, POINTS[mode], approver.make_overdue)
@@ -329,7 +330,7 @@ async def pick_victim(
             for _ in range(100):  # bounded: two seconds for a run to park
                 if await approver.unclicked():
                     break
-                await asyncio.sleep(0.02)
+                await quiet(0.02)  # real replicas
             await approver.approve_parked()
 
         return await died_at(cluster, crash_dir, POINTS[mode], click_parked)
@@ -339,7 +340,7 @@ async def pick_victim(
             server = replica_of_client(cluster, port)
             if server is not None:
                 return server
-        await asyncio.sleep(0.01)
+        await quiet(0.01)  # real replicas
     return None
 
 

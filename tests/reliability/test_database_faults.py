@@ -26,6 +26,7 @@ from sqlalchemy import text
 
 from tests.reliability.cluster import TERMINAL, Cluster, approvers_cluster, size, start_runs
 from tests.reliability.test_exactly_one_decision import CONFIG, RACERS, click
+from tests.support.waiting import quiet
 
 LOCK_SECONDS = 3.0
 LEASE = timedelta(seconds=5)
@@ -66,7 +67,7 @@ async def terminate_backends(cluster: Cluster, rounds: int, stop: asyncio.Event)
             )
             killed += int(result.scalar() or 0)
             await conn.commit()
-        await asyncio.sleep(0.15)
+        await quiet(0.15)  # the storm, in real time
     return killed
 
 
@@ -150,7 +151,7 @@ async def test_faults_are_retried_or_reported_never_half_applied(
                 retried += 1
                 if status in (200, 409):
                     break
-                await asyncio.sleep(0.2)
+                await quiet(0.2)  # real replicas recover
             assert status in (200, 409), (status, body)
 
         async def all_terminal() -> dict[str, str] | None:

@@ -25,6 +25,7 @@ from engine.adapters.store import tables as t
 from engine.domain.model import Role
 from tests.reliability.cluster import TERMINAL, Cluster, size, start_runs
 from tests.support.process import Server
+from tests.support.waiting import quiet
 
 SKEWS = (0, 600, -600)  # seconds, per replica
 WINDOW_MS = 60  # grants land in expiresAt +- this
@@ -96,7 +97,7 @@ async def test_grants_at_expires_at_give_one_outcome_whatever_the_clock(
             # The test's clock is the database's (same machine): wait until ``at``.
             delay = (at - datetime.now(UTC)).total_seconds()
             if delay > 0:
-                await asyncio.sleep(delay)
+                await quiet(delay)  # the database's clock is real time
             async with http.post(
                 f"{server.base}/v1/runs/{run_id}/takeover/{pending[run_id]}/grant",
                 json={"release": True},

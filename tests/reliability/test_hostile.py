@@ -29,6 +29,7 @@ from tests.reliability.hostile import (  # latency_report: the module's worst /h
     watching,
 )
 from tests.reliability.served import PEOPLE, WORKFLOWS, Target, config_body, serve
+from tests.support.waiting import quiet_sync
 
 # A connector for POST /v1/calls whose "purge" the policy blocks: a blocked call stores nothing
 # and calls back nobody, so a callback URL that got past the check still makes no traffic.
@@ -266,7 +267,7 @@ def test_a_template_bomb_fails_its_step_with_expression_limit(
             status, _, body = send(bombs, "GET", f"/v1/runs/{run_id}", timeout=5)
             if json.loads(body)["status"] in ("failed", "completed"):
                 break
-            time.sleep(0.2)
+            quiet_sync(0.2)  # the served process works meanwhile
         found = json.loads(body)
         assert found["status"] == "failed", found
         status, _, body = send(bombs, "GET", f"/v1/runs/{run_id}/journal", timeout=5)

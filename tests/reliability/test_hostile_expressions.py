@@ -40,6 +40,7 @@ from tests.reliability.served import (
     serve,
 )
 from tests.support.process import ROOT, child_env, free_port
+from tests.support.waiting import quiet_sync
 
 CONNECTOR = """\
 connectors:
@@ -95,7 +96,7 @@ def finished(target: Target, run_id: str, seconds: float) -> dict[str, object]:
         found: dict[str, object] = json.loads(body)
         if found["status"] in ("failed", "completed") or time.monotonic() > deadline:
             return found
-        time.sleep(0.05)
+        quiet_sync(0.05)  # the served process works meanwhile
 
 
 def assert_failed_at_the_limit(target: Target, run_id: str, seconds: float) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 import urllib.parse
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +26,7 @@ from tests.reliability.hostile import (  # latency_report: the module's worst /h
     watching,
 )
 from tests.reliability.served import PEOPLE, Target, config_body, serve
+from tests.support.waiting import quiet_sync
 
 REPLAYS = 20  # of each request, sent at once
 
@@ -99,7 +99,7 @@ def settled(target: Target, run_id: str) -> str:
         run = target.call("GET", f"/v1/runs/{run_id}", target.tokens["agent"])
         if run["status"] in ("completed", "failed", "cancelled"):
             return str(run["status"])
-        time.sleep(0.1)
+        quiet_sync(0.1)  # the served process works meanwhile
     raise AssertionError(f"run {run_id} did not settle")
 
 

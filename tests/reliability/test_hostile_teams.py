@@ -43,6 +43,7 @@ from tests.reliability.hostile import (  # latency_report: the module's worst /h
 )
 from tests.reliability.served import NO_WAY_OUT, Target, config_body, on_a_thread, serve
 from tests.support.process import ROOT, child_env, free_port
+from tests.support.waiting import quiet_sync
 
 ROUTE = "/api/messages"
 OTHER = "0b1c2d3e-4f50-4617-8a9b-0c1d2e3f4a5b"
@@ -209,7 +210,7 @@ def serve_beyond_loopback(
                     answered.append(exc.code)
                 except (urllib.error.URLError, OSError):
                     pass  # nothing listening (yet)
-            time.sleep(0.05)
+            quiet_sync(0.05)  # the process is still starting: real time
     finally:
         if proc.poll() is None:
             proc.kill()

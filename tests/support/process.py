@@ -12,6 +12,8 @@ from typing import Any
 
 import aiohttp
 
+from tests.support.waiting import quiet
+
 ROOT = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT = 30.0
 
@@ -103,7 +105,7 @@ class Server:
                 except aiohttp.ClientError:
                     pass
                 assert loop.time() < deadline, "server did not start:\n" + self.log.read_text()
-                await asyncio.sleep(0.1)
+                await quiet(0.1)  # a real process is starting
 
     async def kill(self) -> None:
         if self.proc is not None and self.proc.returncode is None:

@@ -42,6 +42,7 @@ from engine.config import parse_config
 from engine.domain.model import Principal, Role, RunStatus
 from tests.support.engines import wait_for, wait_status
 from tests.support.ids import SequentialIds
+from tests.support.waiting import quiet
 
 HERE = Path(__file__).parent
 CLI = HERE / "node_modules" / "@microsoft" / "m365agentsplayground" / "cli.js"
@@ -195,7 +196,7 @@ async def playground(node: str, bot_url: str, workdir: Path) -> AsyncIterator[Pl
                     client.config = (await client.get("/_internal/v1/testConfig"))["config"]
                     break
                 except (aiohttp.ClientError, AssertionError):
-                    await asyncio.sleep(0.1)
+                    await quiet(0.1)  # a real process is starting
             if not client.config:
                 pytest.fail("the playground did not start:\n" + "\n".join(output[-30:]))
             # Only loopback: the preload took effect.
