@@ -98,7 +98,7 @@ class FakeLlm:
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
             if reply.delay:
-                await asyncio.sleep(reply.delay)
+                await asyncio.sleep(reply.delay)  # a slow model: real latency over HTTP
         finally:
             self.in_flight -= 1
         if reply.raw is not None:

@@ -340,7 +340,7 @@ class FakeSlack:
         )
         self.messages[channel].append(message)
         if self.post_delay:
-            await asyncio.sleep(self.post_delay)
+            await asyncio.sleep(self.post_delay)  # Slack's latency, measured in real time
         if self.hold_posts is not None:
             await self.hold_posts.wait()
         return web.json_response(

@@ -21,7 +21,7 @@ def record(**kwargs: Any) -> dict[str, Any]:
 
 def slow(seconds: float = 3.0) -> str:
     """Block the calling thread, as a tool doing slow synchronous I/O does."""
-    time.sleep(float(seconds))
+    time.sleep(float(seconds))  # a tool's real thread blocked: its time limit is real time
     return "done"
 
 
@@ -32,7 +32,7 @@ def block(seconds: float = 3.0) -> str:
 
 async def slow_async(seconds: float = 3.0) -> str:
     """Wait on the loop without blocking it."""
-    await asyncio.sleep(float(seconds))
+    await asyncio.sleep(float(seconds))  # a tool's time limit is real time
     return "done"
 
 
