@@ -25,7 +25,6 @@ batch back unsent.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from engine.domain.outbox import URGENT_KINDS
 from engine.ports import Clock
 from engine.ports.sink import Sink
 from engine.ports.store import OutboxStore
+from engine.services.timers import wait_or_timeout
 
 # ``DeliveryError`` and ``Sink`` are the port's (``engine.ports.sink``); named here too for the
 # sinks that import them with the dispatcher.
@@ -90,6 +90,7 @@ class Dispatcher(BackgroundLoop):
     async def _loop(self) -> None:
         while True:
             self._wakeup.clear()
+            began = self.clock.now()
             try:
                 handled = await self.deliver_due()
             except SignoffError as exc:
@@ -97,8 +98,10 @@ class Dispatcher(BackgroundLoop):
                 handled = 0
             if handled:
                 continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), self.poll_seconds)
+            # The next poll: ``poll_seconds`` on the clock after this one began (a clock moved
+            # on meanwhile polls again at once), unless woken first.
+            took = (self.clock.now() - began).total_seconds()
+            await wait_or_timeout(self.clock, self._wakeup, self.poll_seconds - took)
 
     async def deliver_due(self) -> int:
         """Deliver what is due now; returns how many messages were handled."""

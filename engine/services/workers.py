@@ -16,7 +16,7 @@ import functools
 import logging
 from collections import deque
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from engine.background import BackgroundLoop, cancel_and_wait
 from engine.domain.errors import SignoffError
@@ -25,6 +25,7 @@ from engine.ports import Clock
 from engine.ports.store import Store
 from engine.services import crashpoints, reminders
 from engine.services.interpreter import Interpreter, Written
+from engine.services.timers import wait_or_timeout
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +172,7 @@ class Workers:
     async def _loop(self) -> None:
         while not self._stopping:
             self._wakeup.clear()
+            began = self.clock.now()
             claimed = 0
             free = self.concurrency - len(self._active) - self._reserved
             if free > 0:
@@ -196,11 +198,11 @@ class Workers:
             if claimed and claimed == free:
                 await asyncio.sleep(0)  # more may be waiting: claim again once a slot frees
                 if len(self._active) >= self.concurrency:
-                    await self._wait(self.poll_seconds)
+                    await self._wait(began)
                 continue
             # Fewer than asked for: nothing else was ready. A wake-up that came during the
             # claim is still set, so the wait below returns at once for it.
-            await self._wait(self.poll_seconds)
+            await self._wait(began)
 
     def _spawn(self, run_id: str, written: Written | None = None) -> None:
         if run_id in self._advancing:
@@ -230,9 +232,11 @@ class Workers:
         if self._more_queued:
             self._wakeup.set()  # a free slot, and runs may be waiting for one: claim
 
-    async def _wait(self, timeout: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._wakeup.wait(), timeout)
+    async def _wait(self, began: datetime) -> None:
+        """Until a wake-up, or the next poll: ``poll_seconds`` on the clock after the claim
+        that began at ``began`` (a clock moved on during the claim polls again at once)."""
+        took = (self.clock.now() - began).total_seconds()
+        await wait_or_timeout(self.clock, self._wakeup, self.poll_seconds - took)
 
     async def _advance(self, run_id: str, written: Written | None) -> None:
         try:

@@ -12,7 +12,7 @@ from engine.domain.model import JournalEvent, RunStatus
 from engine.ports import ConnectorCall
 from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, make_engine, wait_status
-from tests.support.waiting import settled, until
+from tests.support.waiting import until
 
 FLOW = """
 slow:
@@ -24,10 +24,11 @@ connectors:
   slow: {type: python, function: "tests.support.engines:unused", actions: {go: {kind: write}}}
 """
 SERVER = "{workers: 2, leaseSeconds: 5, pollSeconds: 0.05}"
-# Shorter than server.leaseSeconds allows (5 s at least): renewed every second of the manual
-# clock, which the test moves a second at a time; the step takes more than two leases.
-LEASE = timedelta(seconds=3)
-STEP_SECONDS = 7.5
+# Shorter than server.leaseSeconds allows (5 s at least): renewed every 1.5 s of the manual
+# clock, which the test moves a beat at a time; the step takes more than two leases.
+LEASE = timedelta(seconds=4.5)
+BEAT = LEASE.total_seconds() / 3
+STEP_SECONDS = 11.25
 
 
 class Slow:
@@ -44,7 +45,7 @@ class Slow:
 
 
 async def test_a_step_longer_than_the_lease_runs_once(migrated_db_url: str) -> None:
-    """Two replicas on one manual clock; the clock moves a second at a time, and after each
+    """Two replicas on one manual clock; the clock moves a beat at a time, and after each
     move the run's lease reaches a whole lease ahead again (the renewer beat on the clock),
     while the other replica's workers keep claiming and never get the run."""
     clock = ManualClock()
@@ -67,20 +68,21 @@ async def test_a_step_longer_than_the_lease_runs_once(migrated_db_url: str) -> N
     try:
         run, _ = await engines[0].runs.start_run("slow", {}, AGENT)
         await until(lambda: slow.calls, what="the step started")
-        await settled()
-        timers = len(clock.sleepers)  # the step, each replica's renewer, ...: all asleep
+
+        def renewers_asleep() -> bool:  # no other timer sleeps exactly a beat
+            return clock.sleepers.count(BEAT) == len(engines)
 
         async def renewed() -> bool:
             current = await engines[0].store.get_run(run.id)
             until_ = current.lease_expires_at
             return until_ is not None and until_ >= clock.now() + LEASE
 
-        for second in range(1, math.ceil(STEP_SECONDS) + 1):
-            # Every timer asleep again before the clock moves, so each wakes on this move.
-            await until(lambda: len(clock.sleepers) == timers and min(clock.sleepers) > 0)
-            clock.advance(seconds=1)
-            if second < STEP_SECONDS:
-                await until(renewed, what=f"the lease renewed after {second} s")
+        for beat in range(1, math.ceil(STEP_SECONDS / BEAT) + 1):
+            # Both renewers asleep again before the clock moves, so each wakes on this move.
+            await until(renewers_asleep, what="the renewers asleep")
+            clock.advance(seconds=BEAT)
+            if beat * BEAT < STEP_SECONDS:
+                await until(renewed, what=f"the lease renewed after {beat} beats")
         status = await wait_status(engines[1], run.id, RunStatus.COMPLETED)
         journal = await engines[1].store.journal(run.id)
     finally:

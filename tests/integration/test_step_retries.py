@@ -54,10 +54,11 @@ class Flaky:
 
 
 START = ManualClock().now()
-# The engine's background timers on the clock (the sweeper, the lease renewer) sleep this long:
-# the backoffs the test moves the clock by add up to far less than half of it, so every sleeper
-# with less than half of it left is the step's backoff.
-BACKGROUND_SECONDS = 24 * 3600.0
+# The engine's background timers on the clock (the sweeper, the lease renewer, the workers' and
+# the dispatcher's fallback polls) sleep this long: the backoffs the test moves the clock by add
+# up to far less than half of it, so every sleeper with less than half of it left is the step's
+# backoff.
+BACKGROUND_SECONDS = 60.0
 
 
 async def run_flaky(db_url: str, failures: int, *, retryable: bool = True) -> dict[str, Any]:
@@ -71,9 +72,11 @@ async def run_flaky(db_url: str, failures: int, *, retryable: bool = True) -> di
         clock=clock,
         extra=EXTRA,
         extra_connectors={"flaky": flaky},
+        server=f"{{workers: 8, leaseSeconds: 30, pollSeconds: {BACKGROUND_SECONDS}}}",
         sweep_interval_seconds=BACKGROUND_SECONDS,
     )
     engine.workers.lease = timedelta(seconds=3 * BACKGROUND_SECONDS)  # renewed as seldom
+    engine.dispatcher.poll_seconds = BACKGROUND_SECONDS
     await engine.start()
     slept: list[float] = []
 
