@@ -41,8 +41,7 @@ class Channel:
         found = config.people.get(person)
         if found is None or self.person_field is None:
             return None
-        value = getattr(found, self.person_field, None)
-        return value if isinstance(value, str) and value else None
+        return found.ids.get(self.person_field) or None
 
     @property
     def cards(self) -> CardRenderer | None:

@@ -24,7 +24,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"warning: {warning}")
     from engine.config.channels import channel_states  # not at the top: see bot.cli
 
-    for name, credentials in channel_states(lambda name: getattr(config, name)):
+    for name, credentials in channel_states(config.channel_sections.__getitem__):
         print(f"{name}: {credentials}")
     print(f"llm: {'set' if config.llm.enabled else 'unset'}")
     # Look at the database without changing it: a missing SQLite file is not created.

@@ -234,7 +234,7 @@ class Interactions:
     # -- helpers -------------------------------------------------------------------------------
 
     def _principal(self, slack_user: str) -> Principal | None:
-        person = self.engine.config.person_by_slack(slack_user) if slack_user else None
+        person = self.engine.config.person_by("slack", slack_user) if slack_user else None
         return None if person is None else self.engine.principal_for_person(person.name)
 
     def _already(self, status: str | None, by: str | None, *, mention: bool = True) -> str:
@@ -260,8 +260,8 @@ class Interactions:
 
     def _person(self, name: str, mention: bool) -> str:
         found = self.engine.config.people.get(name)
-        if mention and found is not None and found.slack:
-            return f"<@{found.slack}>"
+        if mention and found is not None and (user_id := found.ids.get("slack")):
+            return f"<@{user_id}>"
         return truncate(name, 100, Flavor.MRKDWN if mention else Flavor.PLAIN)
 
     def _tell(self, click: Click, text: str | None) -> None:

@@ -30,7 +30,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
 from engine.assembly import http_session
-from engine.config.sections import SlackConfig
+from engine.config.channels import SlackConfig
 from engine.domain.proxies import ProxySettings
 
 log = logging.getLogger(__name__)

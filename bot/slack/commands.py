@@ -65,7 +65,7 @@ class Commands:
         if verb == "help":
             await _answer(ack, HELP)
             return
-        person = self.engine.config.person_by_slack(str(command.get("user_id", "")))
+        person = self.engine.config.person_by("slack", str(command.get("user_id", "")))
         if person is None:
             await _answer(ack, NOT_LINKED)
             return

@@ -43,7 +43,7 @@ class SlackMessages:
     def mention(self, person: str) -> str:
         """A person's Slack user id (rendered as a mention), else their name as text."""
         found = self.engine.config.people.get(person)
-        return found.slack if found is not None and found.slack else person
+        return (found.ids.get("slack") if found is not None else None) or person
 
     async def view(self, request: TakeoverRequest, run: Run | None = None) -> ApprovalView:
         if run is None or run.id != request.run_id:

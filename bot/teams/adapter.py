@@ -73,7 +73,7 @@ from bot.teams.activities import (
 )
 from bot.teams.proxied import ProxiedAuthentication
 from bot.teams.tokens import FETCH_TIMEOUT, NotAuthenticated, SigningKeys, TokenGate
-from engine.config.sections import TeamsConfig
+from engine.config.channels import TeamsConfig
 from engine.domain.proxies import ProxySettings
 
 log = logging.getLogger(__name__)

@@ -193,7 +193,7 @@ class TeamsHandlers:
     def _person(self, incoming: Incoming) -> Person | None:
         if not incoming.sender_aad:
             return None
-        return self.engine.config.person_by_teams(incoming.sender_aad)
+        return self.engine.config.person_by("teams", incoming.sender_aad)
 
 
 def command_text(text: str) -> str:

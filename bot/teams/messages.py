@@ -157,6 +157,6 @@ def _mentions(engine: Engine, people: Iterable[str]) -> list[Mention]:
     out: list[Mention] = []
     for name in people:
         person = engine.config.people.get(name)
-        if person is not None and person.teams:
-            out.append({"id": person.teams, "name": name})
+        if person is not None and (aad := person.ids.get("teams")):
+            out.append({"id": aad, "name": name})
     return out

@@ -33,7 +33,7 @@ import aiohttp
 
 from engine.adapters.callbacks import SIGNATURE_HEADER, signature
 from engine.adapters.outbound import client_session
-from engine.config import WebhookConfig
+from engine.config.channels import WebhookConfig
 from engine.domain.errors import DeliveryError, NotFound
 from engine.domain.model import OutboxRecord, Run, TakeoverRequest
 from engine.domain.proxies import ProxySettings

@@ -8,7 +8,8 @@ every problem, each line starting with the YAML path of the bad key. Malformed p
 not fail the load (see ``engine.config.policies``); they are listed in ``rule_problems``.
 
 The package's modules: ``loading`` (``load_config``, ``parse_config``), ``app`` (the
-``AppConfig`` record), ``sections`` (database, server, people, gate ...), ``connectors``,
+``AppConfig`` record), ``sections`` (database, server, people, gate ...), ``channels`` (what
+it knows of each channel: addresses, ``people:`` ids, each one's own section), ``connectors``,
 ``policies`` (rules), ``workflows`` (workflow definitions), ``values`` (value readers and
 ``${VAR}`` substitution) and ``yaml_text`` (strict YAML). The records and enums of policy and
 the gate are the domain's (``engine.domain.policy_rules``, ``engine.domain.confidence``) and are
@@ -29,9 +30,6 @@ from engine.config.sections import (
     Person,
     PolicyConfig,
     ServerConfig,
-    SlackConfig,
-    TeamsConfig,
-    WebhookConfig,
     normalize_database_url,
 )
 from engine.domain.confidence import Estimator
@@ -56,9 +54,6 @@ __all__ = [
     "PolicyMode",
     "Rule",
     "ServerConfig",
-    "SlackConfig",
-    "TeamsConfig",
-    "WebhookConfig",
     "load_config",
     "normalize_database_url",
     "parse_config",

@@ -11,7 +11,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.config.channels import channel_warnings
+from engine.config.channels import ChannelSections, channel_warnings
 from engine.config.connectors import ConnectorConfig
 from engine.config.policies import principal_checker
 from engine.config.reach import node_reach_problems, stored_tool_problems
@@ -23,9 +23,6 @@ from engine.config.sections import (
     Person,
     PolicyConfig,
     ServerConfig,
-    SlackConfig,
-    TeamsConfig,
-    WebhookConfig,
 )
 from engine.config.tools import ToolConfig
 from engine.config.values import join
@@ -40,8 +37,9 @@ __all__ = ["AppConfig", "expand_groups"]
 
 
 @dataclass(frozen=True, slots=True)
-class AppConfig:
-    """Everything ``app.yaml`` and the environment say, validated and immutable."""
+class AppConfig(ChannelSections):
+    """Everything ``app.yaml`` and the environment say, validated and immutable. Each channel's
+    own section is in ``channel_sections`` (read through ``ChannelSections``)."""
 
     source: str
     database: DatabaseConfig
@@ -51,17 +49,15 @@ class AppConfig:
     admins: tuple[str, ...]
     approvers: tuple[str, ...]  # the project's default deciders (people and groups)
     llm: LlmConfig
-    slack: SlackConfig
-    teams: TeamsConfig
     gate: GateConfig
     gate_env: Mapping[str, str]  # SIGNOFF_CONFIDENCE_* as found in the environment
     approvals: ApprovalsConfig
     connectors: Mapping[str, ConnectorConfig]
     policy: PolicyConfig
     policies: tuple[Rule, ...]  # project rules; each connector carries its own
-    webhooks: Mapping[str, WebhookConfig]
     workflows: Mapping[str, Workflow]
     tools: Mapping[str, ToolConfig]  # the Python callables workflows may run (allow-list)
+    channel_sections: Mapping[str, object]  # channel name -> its section (``CHANNEL_SECTIONS``)
     rule_problems: tuple[str, ...] = ()  # malformed rules (kept; they fail closed)
     warnings: tuple[str, ...] = ()  # loads, but probably not what was meant
     # The proxy environment, read at load (curl's rules); frozen, so one default serves all.
@@ -71,12 +67,6 @@ class AppConfig:
         """People named directly or through groups, first occurrence first, without repeats.
         A name that is neither a group nor a person is kept as given."""
         return expand_groups(names, self.groups)
-
-    def person_by_slack(self, user_id: str) -> Person | None:
-        return next((p for p in self.people.values() if p.slack == user_id), None)
-
-    def person_by_teams(self, aad_object_id: str) -> Person | None:
-        return next((p for p in self.people.values() if p.teams == aad_object_id), None)
 
     def is_admin(self, person: str) -> bool:
         """``engine.domain.approvers.is_admin``: the one rule for who is an admin."""
@@ -92,8 +82,9 @@ class AppConfig:
     ) -> list[str]:
         """What ``workflow`` (nodes at ``path``) names that this configuration lacks:
         connectors and their actions, tools, child workflows (``known_workflows``, by default
-        the ``app.yaml`` ones), people and groups, webhooks. ``stored``: it comes from the API,
-        so its tool nodes may name only declared tools (``engine.config.reach``)."""
+        the ``app.yaml`` ones), people and groups, channel targets (``target_problem``).
+        ``stored``: it comes from the API, so its tool nodes may name only declared tools
+        (``engine.config.reach``)."""
         known = self.workflows.keys() if known_workflows is None else known_workflows
         check_principal = principal_checker(list(self.people), list(self.groups))
         default_deciders = self.expand_people(self.approvers)
@@ -106,7 +97,7 @@ class AppConfig:
                     at,
                     connectors=self.connectors,
                     tools=self.tools,
-                    webhooks=self.webhooks,
+                    channel_problem=self.target_problem,
                     workflow=workflow.name,
                     known=known,
                     stored=stored,
@@ -140,7 +131,7 @@ class AppConfig:
         return channel_warnings(
             channels,
             at=lambda i: join(path, i),
-            enabled=lambda name: bool(getattr(getattr(self, name, None), "enabled", False)),
+            enabled=lambda name: bool(getattr(self.channel_sections.get(name), "enabled", False)),
         )
 
     def validate_workflow(

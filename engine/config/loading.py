@@ -16,9 +16,9 @@ from types import MappingProxyType
 from typing import Any
 
 from engine.config.app import AppConfig
+from engine.config.channels import CHANNEL_SECTIONS, PERSON_IDS, target_problem
 from engine.config.connectors import parse_connectors
 from engine.config.policies import parse_rules, principal_checker
-from engine.config.reach import webhook_problem
 from engine.config.sections import (
     GATE_ENV,
     Person,
@@ -29,9 +29,6 @@ from engine.config.sections import (
     parse_people,
     parse_policy,
     parse_server,
-    parse_slack,
-    parse_teams,
-    parse_webhooks,
 )
 from engine.config.tools import parse_tools
 from engine.config.values import Section, substitute, suggest, type_name
@@ -51,14 +48,13 @@ _TOP_KEYS = (
     "admins",
     "approvers",
     "llm",
-    "slack",
-    "teams",
+    *(c.key for c in CHANNEL_SECTIONS if c.targets is None),
     "gate",
     "approvals",
     "connectors",
     "policy",
     "policies",
-    "webhooks",
+    *(c.key for c in CHANNEL_SECTIONS if c.targets is not None),
     "tools",
     "workflows",
 )
@@ -83,15 +79,25 @@ def parse_config(raw_text: str, env: Mapping[str, str], source_name: str = "app.
     root = Section(data, "", problems, _TOP_KEYS)
     raw = root.data
 
-    people = parse_people(raw.get("people"), "people", problems, _PERSON_NAME_RE)
+    people = parse_people(raw.get("people"), "people", problems, _PERSON_NAME_RE, PERSON_IDS)
     groups = _parse_groups(raw.get("groups"), people, problems)
     check_principal = principal_checker(list(people), list(groups))
     admins = _principals(root, "admins", check_principal, groups, people_only=True)
     approvers = _principals(root, "approvers", check_principal, groups, people_only=False)
-    webhooks = parse_webhooks(raw.get("webhooks"), "webhooks", problems)
+    # database and server are read first (a channel's section may need the server) but their
+    # problems listed where they always were.
+    server_problems: list[str] = []
+    database = parse_database(raw.get("database"), env, server_problems)
+    server = parse_server(raw.get("server"), env, server_problems)
+    # The sections that declare targets (``webhooks:``) come before the addresses naming them.
+    sections: dict[str, object] = {
+        c.channel: c.parse(raw.get(c.key), c.key, problems, server)
+        for c in CHANNEL_SECTIONS
+        if c.targets is not None
+    }
 
     def channel_problem(channel: str) -> str | None:
-        return webhook_problem(channel, webhooks)
+        return target_problem(channel, sections)
 
     rule_problems: list[str] = []
     connectors = parse_connectors(
@@ -119,8 +125,11 @@ def parse_config(raw_text: str, env: Mapping[str, str], source_name: str = "app.
         if (why := check_principal(name)) is not None:
             problems.append(f"gate.approvers[{i}]: {why}")
 
-    database = parse_database(raw.get("database"), env, problems)
-    server = parse_server(raw.get("server"), env, problems)
+    problems.extend(server_problems)
+    llm = parse_llm(raw.get("llm"), "llm", problems)
+    for c in CHANNEL_SECTIONS:
+        if c.targets is None:
+            sections[c.channel] = c.parse(raw.get(c.key), c.key, problems, server)
     config = AppConfig(
         source=source_name,
         database=database,
@@ -129,18 +138,16 @@ def parse_config(raw_text: str, env: Mapping[str, str], source_name: str = "app.
         groups=groups,
         admins=admins,
         approvers=approvers,
-        llm=parse_llm(raw.get("llm"), "llm", problems),
-        slack=parse_slack(raw.get("slack"), "slack", problems),
-        teams=parse_teams(raw.get("teams"), "teams", problems, server.host),
+        llm=llm,
         gate=gate,
         gate_env=MappingProxyType({k: env[k] for k in GATE_ENV if k in env}),
         approvals=parse_approvals(raw.get("approvals"), "approvals", problems),
         connectors=connectors,
         policy=parse_policy(raw.get("policy"), "policy", problems),
         policies=policies,
-        webhooks=webhooks,
         workflows=MappingProxyType({}),
         tools=parse_tools(raw.get("tools"), "tools", problems),
+        channel_sections=MappingProxyType(sections),
         rule_problems=tuple(rule_problems),
         proxies=ProxySettings.from_env(env),
     )
@@ -169,10 +176,8 @@ def _warnings(config: AppConfig) -> list[str]:
             "of its own: they stop working at restart and across replicas (set "
             "SIGNOFF_SECRET_KEY)"
         )
-    if bool(config.slack.bot_token) != bool(config.slack.signing_secret):
-        warnings.append("slack: botToken and signingSecret are both needed; Slack is disabled")
-    if config.teams.app_id and not config.teams.app_password:
-        warnings.append("teams.appPassword: empty while teams.appId is set")
+    for c in CHANNEL_SECTIONS:
+        warnings.extend(c.warnings(config.channel_sections[c.channel]))
     warnings.extend(config.channel_warnings(config.gate.channels, "gate.channels"))
     rules = [*config.policies, *(r for c in config.connectors.values() for r in c.policies)]
     for rule in rules:

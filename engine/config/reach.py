@@ -1,4 +1,4 @@
-"""What a workflow's nodes reach outside the graph: tools, connectors, child workflows, webhooks.
+"""What a workflow's nodes reach outside the graph: tools, connectors, child workflows, targets.
 
 Every name must be one the configuration declares. A workflow in ``app.yaml`` is the operator's
 (who can already run any code on the host): its `tool` nodes may name a declared tool or a
@@ -11,15 +11,14 @@ name, or by the exact function a tool declares), call only ``connectors:``, post
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from engine.config.connectors import ConnectorConfig
-from engine.config.sections import WebhookConfig
 from engine.config.tools import ToolConfig
 from engine.config.values import join, suggest
 from engine.domain.model import Node, NodeType
 
-__all__ = ["node_reach_problems", "stored_tool_problems", "tool_problems", "webhook_problem"]
+__all__ = ["node_reach_problems", "stored_tool_problems", "tool_problems"]
 
 
 def node_reach_problems(
@@ -28,13 +27,14 @@ def node_reach_problems(
     *,
     connectors: Mapping[str, ConnectorConfig],
     tools: Mapping[str, ToolConfig],
-    webhooks: Mapping[str, WebhookConfig],
+    channel_problem: Callable[[str], str | None],
     workflow: str,
     known: Collection[str],
     stored: bool,
 ) -> list[str]:
     """What ``node`` (at ``at``) names that the configuration lacks; ``stored``: the node is
-    part of a workflow from the API, which may name no function of its own."""
+    part of a workflow from the API, which may name no function of its own; ``channel_problem``:
+    why a channel address names an undeclared target (``AppConfig.target_problem``)."""
     problems = _connector_problems(node, at, connectors)
     problems.extend(tool_problems(node, at, tools, stored=stored))
     if node.type == NodeType.WORKFLOW and node.workflow is not None:
@@ -44,7 +44,7 @@ def node_reach_problems(
             hint = suggest(node.workflow, known, list_all=False)
             problems.append(f"{at}.workflow: unknown workflow {json.dumps(node.workflow)}{hint}")
     for j, channel in enumerate(node.channels):
-        if (why := webhook_problem(channel, webhooks)) is not None:
+        if (why := channel_problem(channel)) is not None:
             problems.append(f"{at}.channels[{j}]: {why}")
     return problems
 
@@ -88,14 +88,6 @@ def _connector_problems(
             f"{at}.action: connector {connector.name} has no action {json.dumps(node.action)}{hint}"
         ]
     return []
-
-
-def webhook_problem(channel: str, webhooks: Mapping[str, WebhookConfig]) -> str | None:
-    """Why ``channel`` names a webhook ``app.yaml`` does not define, or None."""
-    kind, _, target = channel.partition(":")
-    if kind != "webhook" or target in webhooks:
-        return None
-    return f"unknown webhook {json.dumps(target)}{suggest(target, webhooks, list_all=False)}"
 
 
 def stored_tool_problems(

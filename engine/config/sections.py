@@ -1,18 +1,19 @@
-"""The small sections of ``app.yaml``: database, server, people, llm, slack, teams, gate,
-approvals, policy and webhooks. Each ``parse_*`` reads one section, records every problem at its
-YAML path and returns a frozen value (defaults where a value was bad, so reading continues)."""
+"""The small sections of ``app.yaml``: database, server, people, llm, gate, approvals and
+policy (a channel's own section is ``engine.config.channels``'s). Each ``parse_*`` reads one
+section, records every problem at its YAML path and returns a frozen value (defaults where a
+value was bad, so reading continues)."""
 
 from __future__ import annotations
 
 import ipaddress
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from engine.config.values import NAME_RE, Section, Substituted, join, type_name
+from engine.config.values import Section, Substituted, join, type_name
 from engine.domain.confidence import Estimator
 from engine.domain.outbound import IPNetwork
 from engine.domain.policy_rules import PolicyMode
@@ -32,7 +33,6 @@ _SCHEMES = {
     "postgresql": "postgresql+asyncpg",
     "postgres": "postgresql+asyncpg",
 }
-_SLACK_USER_RE = re.compile(r"[UW][A-Z0-9]{2,}\Z")
 _DURATION_RE = re.compile(r"(\d+)\s*([smhd]?)\Z")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
@@ -59,14 +59,26 @@ class ServerConfig:
     allow_internal_targets: tuple[IPNetwork, ...] = ()
 
 
+_NO_IDS: Mapping[str, str] = MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True)
 class Person:
-    """One identity across platforms."""
+    """One identity across platforms: ``ids`` maps a channel to the person's id on it, as
+    the ``people:`` field of that name says (``engine.config.channels.PERSON_IDS``)."""
 
     name: str
     email: str | None = None
-    slack: str | None = None  # Slack user id, U... or W...
-    teams: str | None = None  # Azure AD object id
+    ids: Mapping[str, str] = field(default_factory=lambda: _NO_IDS, hash=False)
+
+
+@dataclass(frozen=True)
+class PersonId:
+    """A ``people:`` field holding a person's id on one channel (its name is the channel's)."""
+
+    channel: str
+    pattern: re.Pattern[str] | None = None  # what a valid id looks like, if anything
+    bad: str = ""  # the problem for an id not matching it ({value}: the id, as JSON)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,41 +92,6 @@ class LlmConfig:
     @property
     def enabled(self) -> bool:
         return bool(self.base_url and self.model)
-
-
-@dataclass(frozen=True, slots=True)
-class SlackConfig:
-    bot_token: str = ""
-    signing_secret: str = ""
-    api_base_url: str = "https://slack.com/api/"  # always ends with "/"
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.bot_token and self.signing_secret)
-
-
-@dataclass(frozen=True, slots=True)
-class TeamsConfig:
-    """With an app id the Teams endpoint checks every request's Bot Framework token. Without
-    one it is not mounted at all, unless ``insecureLocalDev`` (loopback servers only) asks
-    for it to accept unsigned requests, as the Agents Playground sends them. ``tenant_id``
-    makes the app single-tenant (with an app id) and refuses other tenants' activities."""
-
-    app_id: str = ""
-    app_password: str = ""
-    tenant_id: str = ""
-    open_id_metadata_url: str | None = None
-    token_issuer: str | None = None
-    insecure_local_dev: bool = False
-
-    @property
-    def authenticated(self) -> bool:
-        return bool(self.app_id)
-
-    @property
-    def enabled(self) -> bool:
-        """Whether ``/api/messages`` is mounted: an app id, or the development switch."""
-        return self.authenticated or self.insecure_local_dev
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,13 +116,6 @@ class ApprovalsConfig:
 @dataclass(frozen=True, slots=True)
 class PolicyConfig:
     default_mode: PolicyMode = PolicyMode.ALLOW_ALL
-
-
-@dataclass(frozen=True, slots=True)
-class WebhookConfig:
-    name: str
-    url: str
-    secret: str = ""  # signs the payload when set
 
 
 def normalize_database_url(url: str) -> str | None:
@@ -242,29 +212,32 @@ def _blame_env(
 
 
 def parse_people(
-    raw: Any, path: str, problems: list[str], name_re: re.Pattern[str]
+    raw: Any, path: str, problems: list[str], name_re: re.Pattern[str], ids: Sequence[PersonId]
 ) -> Mapping[str, Person]:
+    """``people:``; ``ids``: the fields naming a person's id on a channel, in order."""
     people: dict[str, Person] = {}
     owner_of: dict[tuple[str, str], str] = {}
     section = Section(raw, path, problems)
     for name, value in section.data.items():
-        s = Section(value, section.at(name), problems, ("email", "slack", "teams"))
+        s = Section(value, section.at(name), problems, ("email", *(i.channel for i in ids)))
         if not name_re.match(name):
             problems.append(f"{s.path}: invalid person name (lowercase letters, digits, _ . -)")
         email = s.text("email") or None
         if email is not None and not re.match(r"[^@\s]+@[^@\s]+\Z", email):
             s.error("email", f"not an email address: {json.dumps(email)}")
-        slack = s.text("slack") or None
-        if slack is not None and not _SLACK_USER_RE.match(slack):
-            s.error("slack", f"must be a Slack user id like U012ABCDEF, got {json.dumps(slack)}")
-        teams = s.text("teams") or None
-        for key, value_id in (("slack", slack), ("teams", teams)):
+        found: dict[str, str] = {}
+        for spec in ids:
+            value_id = s.text(spec.channel) or None
             if value_id is None:
                 continue
+            if spec.pattern is not None and not spec.pattern.match(value_id):
+                s.error(spec.channel, spec.bad.format(value=json.dumps(value_id)))
+            found[spec.channel] = value_id
+        for key, value_id in found.items():
             other = owner_of.setdefault((key, value_id), name)
             if other != name:
                 s.error(key, f"same {key} id as {path}.{other}.{key}")
-        people[name] = Person(name=name, email=email, slack=slack, teams=teams)
+        people[name] = Person(name=name, email=email, ids=MappingProxyType(found))
     return MappingProxyType(people)
 
 
@@ -276,51 +249,6 @@ def parse_llm(raw: Any, path: str, problems: list[str]) -> LlmConfig:
         api_key=s.text("apiKey", "") or "",
         timeout_seconds=s.number("timeoutSeconds", 20.0, 0.1, 600.0) or 20.0,
         max_retries=s.integer("maxRetries", 2, 0, 10) or 0,
-    )
-
-
-def parse_slack(raw: Any, path: str, problems: list[str]) -> SlackConfig:
-    s = Section(raw, path, problems, ("botToken", "signingSecret", "apiBaseUrl"))
-    api = s.url("apiBaseUrl", "https://slack.com/api/") or "https://slack.com/api/"
-    return SlackConfig(
-        bot_token=s.text("botToken", "") or "",
-        signing_secret=s.text("signingSecret", "") or "",
-        api_base_url=api if api.endswith("/") else api + "/",
-    )
-
-
-def parse_teams(raw: Any, path: str, problems: list[str], server_host: str) -> TeamsConfig:
-    keys = (
-        "appId",
-        "appPassword",
-        "tenantId",
-        "openIdMetadataUrl",
-        "tokenIssuer",
-        "insecureLocalDev",
-    )
-    s = Section(raw, path, problems, keys)
-    insecure = bool(s.flag("insecureLocalDev", False))
-    if insecure and not is_loopback(server_host):
-        # Unsigned activities act as whoever they name: only this machine may send them.
-        s.error(
-            "insecureLocalDev",
-            f"accepts unsigned Teams requests, so it needs server.host on loopback "
-            f"(127.0.0.1, ::1 or localhost), got {server_host!r}",
-        )
-        insecure = False
-    app_id = s.text("appId", "") or ""
-    app_password = s.text("appPassword", "") or ""
-    tenant_id = s.text("tenantId", "") or ""
-    if app_id and tenant_id and not app_password:
-        # The Bot Framework SDK would raise at start: a single-tenant app signs in with it.
-        s.error("appPassword", "required for a single-tenant app (teams.tenantId is set)")
-    return TeamsConfig(
-        app_id=app_id,
-        app_password=app_password,
-        tenant_id=tenant_id,
-        open_id_metadata_url=s.url("openIdMetadataUrl"),
-        token_issuer=s.text("tokenIssuer") or None,
-        insecure_local_dev=insecure,
     )
 
 
@@ -373,18 +301,3 @@ def parse_policy(raw: Any, path: str, problems: list[str]) -> PolicyConfig:
     s = Section(raw, path, problems, ("defaultMode",))
     mode = s.choice("defaultMode", PolicyMode.ALLOW_ALL, [m.value for m in PolicyMode])
     return PolicyConfig(default_mode=PolicyMode(mode or PolicyMode.ALLOW_ALL))
-
-
-def parse_webhooks(raw: Any, path: str, problems: list[str]) -> Mapping[str, WebhookConfig]:
-    webhooks: dict[str, WebhookConfig] = {}
-    section = Section(raw, path, problems)
-    for name, value in section.data.items():
-        s = Section(value, section.at(name), problems, ("url", "secret"))
-        if not NAME_RE.match(name):
-            problems.append(f"{s.path}: invalid webhook name (letters, digits, _ . -)")
-        if value is None:
-            problems.append(f"{s.path}: must be a mapping with url, got null")
-        url = s.url("url", required=True)
-        if url is not None:
-            webhooks[name] = WebhookConfig(name=name, url=url, secret=s.text("secret", "") or "")
-    return MappingProxyType(webhooks)

@@ -53,9 +53,7 @@ class Contact(Protocol):
     @property
     def email(self) -> str | None: ...
     @property
-    def slack(self) -> str | None: ...
-    @property
-    def teams(self) -> str | None: ...
+    def ids(self) -> Mapping[str, str]: ...  # channel -> their id on it
 
 
 class GateApprovers(Protocol):
@@ -174,7 +172,7 @@ def session_person(config: Roster, session: str | None) -> str | None:
     if not session:
         return None
     for person in config.people.values():
-        if session in (person.name, person.email, person.slack, person.teams):
+        if session in (person.name, person.email, *person.ids.values()):
             return person.name
     return None
 

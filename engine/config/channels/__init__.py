@@ -1,54 +1,61 @@
-"""The address syntax of every channel in ``channels:``: the one table the config reads.
+"""What the configuration knows of each channel: the one place in ``engine`` that names them.
 
 A channel (``bot/<channel>/`` registers it, ``bot.channels`` lists it) owns an address prefix:
 ``<name>:<target>``, or its bare name when it has no targets (the approval page). The engine
 never imports ``bot``, so the syntax of each lives here, as data: card destinations are
 checked against it (``check_channel``), the stored-workflow JSON schema is built from it
 (``channel_pattern``), and a channel that needs credentials says which (``channel_warnings``).
-This module and ``bot.channels`` are the only ones outside a channel's packages that name it.
+Besides the addresses: the ``people:`` fields holding a person's id on a channel
+(``PERSON_IDS``, read into ``Person.ids``) and each channel's own top-level section of
+``app.yaml`` (``CHANNEL_SECTIONS``; records and parsers in ``.sections``), which ``AppConfig``
+holds generically in ``channel_sections`` and reads through ``ChannelSections``.
+
+This package (one unit: ``bench/channel_names.py`` counts it once) and ``bot.channels`` are the
+only modules outside a channel's packages that name it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from engine.config.sections import SlackConfig, TeamsConfig
-from engine.config.values import NAME
+from engine.config.channels.sections import (
+    SlackConfig,
+    TeamsConfig,
+    WebhookConfig,
+    WebhooksConfig,
+    parse_slack,
+    parse_teams,
+    parse_webhooks,
+    slack_state,
+    slack_warnings,
+    teams_state,
+    teams_warnings,
+)
+from engine.config.sections import Person, PersonId, ServerConfig
+from engine.config.values import NAME, suggest
 
 __all__ = [
     "CHANNEL_ADDRESSES",
+    "CHANNEL_SECTIONS",
+    "PERSON_IDS",
     "ChannelAddress",
+    "ChannelSection",
+    "ChannelSections",
+    "SlackConfig",
+    "TeamsConfig",
+    "WebhookConfig",
     "channel_pattern",
     "channel_states",
     "channel_warnings",
     "check_channel",
+    "target_problem",
 ]
 
-
-def _slack_state(config: SlackConfig) -> str:
-    token, secret = config.bot_token, config.signing_secret
-    if not token and not secret:
-        return "unset"
-    problems = []
-    if not token.startswith("xoxb-"):
-        problems.append("botToken does not look like a bot token (xoxb-...)")
-    if len(secret) < 16:
-        problems.append("signingSecret is too short")
-    return "invalid: " + "; ".join(problems) if problems else "set"
-
-
-def _teams_state(config: TeamsConfig) -> str:
-    if not config.app_id:
-        if config.insecure_local_dev:
-            return "unset, insecureLocalDev ON: unsigned requests accepted (local testing only)"
-        return "unset (/api/messages not mounted)"
-    if not config.app_password:
-        return "invalid: appId set without appPassword"
-    return "set"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -77,10 +84,21 @@ CHANNEL_ADDRESSES: tuple[ChannelAddress, ...] = (
         "slack:<channel id>",
         bad_target="slack channel must be a channel id like C0123ABCD, got {target}",
         needs=("Slack", "slack.botToken and slack.signingSecret"),
-        state=_slack_state,
+        state=slack_state,
     ),
-    ChannelAddress("teams", r"[\s\S]*\S[\s\S]*", "teams:<conversation name>", state=_teams_state),
+    ChannelAddress("teams", r"[\s\S]*\S[\s\S]*", "teams:<conversation name>", state=teams_state),
     ChannelAddress("webhook", NAME, "webhook:<name>"),
+)
+
+
+# The ``people:`` fields holding a person's id on a channel (``Person.ids``), in this order.
+PERSON_IDS: tuple[PersonId, ...] = (
+    PersonId(
+        "slack",
+        re.compile(r"[UW][A-Z0-9]{2,}\Z"),
+        "must be a Slack user id like U012ABCDEF, got {value}",
+    ),
+    PersonId("teams"),  # the Azure AD object id
 )
 
 
@@ -131,5 +149,81 @@ def channel_warnings(
 
 def channel_states(section: Callable[[str], object]) -> list[tuple[str, str]]:
     """Each channel that needs credentials, and whether they are set; ``section(name)``: that
-    channel's section of the configuration (``AppConfig.slack``, ...)."""
+    channel's section of the configuration (``AppConfig.channel_sections``)."""
     return [(a.name, a.state(section(a.name))) for a in CHANNEL_ADDRESSES if a.state is not None]
+
+
+@dataclass(frozen=True)
+class ChannelSection:
+    """A channel's own top-level section of ``app.yaml``."""
+
+    channel: str  # the channel it configures: its key in ``AppConfig.channel_sections``
+    key: str  # its YAML key
+    parse: Callable[[Any, str, list[str], ServerConfig], object]  # (raw, path, problems, server)
+    # The targets ``<channel>:<target>`` may name, when the section declares them; such a
+    # section is read before the addresses that name them are checked.
+    targets: Callable[[Any], Collection[str]] | None = None
+    warnings: Callable[[Any], list[str]] = lambda _: []  # what loads but is likely a mistake
+
+
+CHANNEL_SECTIONS: tuple[ChannelSection, ...] = (
+    ChannelSection("webhook", "webhooks", parse_webhooks, targets=lambda s: s.hooks),
+    ChannelSection("slack", "slack", parse_slack, warnings=slack_warnings),
+    ChannelSection("teams", "teams", parse_teams, warnings=teams_warnings),
+)
+
+
+def target_problem(channel: str, sections: Mapping[str, object]) -> str | None:
+    """Why ``channel`` names a target its channel's section (of ``sections``) does not declare,
+    or None."""
+    kind, _, target = channel.partition(":")
+    for each in CHANNEL_SECTIONS:
+        if each.targets is None or kind != each.channel or each.channel not in sections:
+            continue
+        declared = each.targets(sections[each.channel])
+        if target not in declared:
+            hint = suggest(target, declared, list_all=False)
+            return f"unknown {each.channel} {json.dumps(target)}{hint}"
+    return None
+
+
+class ChannelSections:
+    """``AppConfig``'s reading of the channels' sections: ``section(SlackConfig)`` by type, and
+    for its many callers the attributes ``slack``, ``teams`` and ``webhooks``; people by their
+    id on a channel (``person_by``)."""
+
+    __slots__ = ()
+    channel_sections: Mapping[str, object]  # channel name -> its section's record
+    people: Mapping[str, Person]
+
+    def section(self, kind: type[T]) -> T:
+        """The channel section of type ``kind``; ``KeyError`` when there is none."""
+        for value in self.channel_sections.values():
+            if isinstance(value, kind):
+                return value
+        raise KeyError(kind.__name__)
+
+    def target_problem(self, channel: str) -> str | None:
+        return target_problem(channel, self.channel_sections)
+
+    def person_by(self, channel: str, user_id: str) -> Person | None:
+        """The person whose id on ``channel`` (``Person.ids``) is ``user_id``."""
+        return next((p for p in self.people.values() if p.ids.get(channel) == user_id), None)
+
+    @property
+    def slack(self) -> SlackConfig:
+        return self.section(SlackConfig)
+
+    @property
+    def teams(self) -> TeamsConfig:
+        return self.section(TeamsConfig)
+
+    @property
+    def webhooks(self) -> Mapping[str, WebhookConfig]:
+        return self.section(WebhooksConfig).hooks
+
+    def person_by_slack(self, user_id: str) -> Person | None:
+        return self.person_by("slack", user_id)
+
+    def person_by_teams(self, aad_object_id: str) -> Person | None:
+        return self.person_by("teams", aad_object_id)

@@ -10,7 +10,7 @@ import pytest
 
 from bot.slack.api import SlackApi, error_code
 from engine.adapters.clock import SystemClock
-from engine.config.sections import SlackConfig
+from engine.config.channels import SlackConfig
 from tests.fakes.slack import FakeSlack
 from tests.integration.slack.harness import CHANNEL, USERS, running_slack
 from tests.support.clock import ManualClock

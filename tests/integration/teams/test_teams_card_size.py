@@ -14,7 +14,7 @@ from bot.teams.adapter import Outgoing, TeamsAdapter
 from cards.samples import sample_view
 from cards.teams.limits import TEAMS_MAX_CARD_BYTES
 from cards.teams.render import render_teams_card
-from engine.config.sections import TeamsConfig
+from engine.config.channels import TeamsConfig
 from tests.fakes.teams import FakeConnector
 
 

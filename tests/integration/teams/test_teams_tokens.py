@@ -20,7 +20,7 @@ from test_teams_auth import install_activity, stored
 
 from bot.teams import METADATA_REFRESH_SECONDS
 from bot.teams.adapter import NotAuthenticated, TeamsAdapter
-from engine.config.sections import TeamsConfig
+from engine.config.channels import TeamsConfig
 from tests.fakes.openid import (
     APP_ID,
     EMULATOR_ISSUERS,

@@ -1,0 +1,173 @@
+"""Each channel's own section of ``app.yaml`` (``slack:``, ``teams:``, ``webhooks:``): its
+record, its parser and what ``signoff check`` and the load warnings say of it. The table that
+lists them is ``engine.config.channels.CHANNEL_SECTIONS``; the rest of the configuration reads
+them through ``AppConfig.channel_sections``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from engine.config.sections import ServerConfig, is_loopback
+from engine.config.values import NAME_RE, Section
+
+__all__ = [
+    "SlackConfig",
+    "TeamsConfig",
+    "WebhookConfig",
+    "WebhooksConfig",
+    "parse_slack",
+    "parse_teams",
+    "parse_webhooks",
+    "slack_state",
+    "slack_warnings",
+    "teams_state",
+    "teams_warnings",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SlackConfig:
+    bot_token: str = ""
+    signing_secret: str = ""
+    api_base_url: str = "https://slack.com/api/"  # always ends with "/"
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.bot_token and self.signing_secret)
+
+
+@dataclass(frozen=True, slots=True)
+class TeamsConfig:
+    """With an app id the Teams endpoint checks every request's Bot Framework token. Without
+    one it is not mounted at all, unless ``insecureLocalDev`` (loopback servers only) asks
+    for it to accept unsigned requests, as the Agents Playground sends them. ``tenant_id``
+    makes the app single-tenant (with an app id) and refuses other tenants' activities."""
+
+    app_id: str = ""
+    app_password: str = ""
+    tenant_id: str = ""
+    open_id_metadata_url: str | None = None
+    token_issuer: str | None = None
+    insecure_local_dev: bool = False
+
+    @property
+    def authenticated(self) -> bool:
+        return bool(self.app_id)
+
+    @property
+    def enabled(self) -> bool:
+        """Whether ``/api/messages`` is mounted: an app id, or the development switch."""
+        return self.authenticated or self.insecure_local_dev
+
+
+@dataclass(frozen=True, slots=True)
+class WebhookConfig:
+    name: str
+    url: str
+    secret: str = ""  # signs the payload when set
+
+
+@dataclass(frozen=True, slots=True)
+class WebhooksConfig:
+    """The ``webhooks:`` section: the webhooks by name (the targets of ``webhook:<name>``)."""
+
+    hooks: Mapping[str, WebhookConfig]
+
+
+def parse_slack(raw: Any, path: str, problems: list[str], server: ServerConfig) -> SlackConfig:
+    s = Section(raw, path, problems, ("botToken", "signingSecret", "apiBaseUrl"))
+    api = s.url("apiBaseUrl", "https://slack.com/api/") or "https://slack.com/api/"
+    return SlackConfig(
+        bot_token=s.text("botToken", "") or "",
+        signing_secret=s.text("signingSecret", "") or "",
+        api_base_url=api if api.endswith("/") else api + "/",
+    )
+
+
+def parse_teams(raw: Any, path: str, problems: list[str], server: ServerConfig) -> TeamsConfig:
+    keys = (
+        "appId",
+        "appPassword",
+        "tenantId",
+        "openIdMetadataUrl",
+        "tokenIssuer",
+        "insecureLocalDev",
+    )
+    s = Section(raw, path, problems, keys)
+    insecure = bool(s.flag("insecureLocalDev", False))
+    if insecure and not is_loopback(server.host):
+        # Unsigned activities act as whoever they name: only this machine may send them.
+        s.error(
+            "insecureLocalDev",
+            f"accepts unsigned Teams requests, so it needs server.host on loopback "
+            f"(127.0.0.1, ::1 or localhost), got {server.host!r}",
+        )
+        insecure = False
+    app_id = s.text("appId", "") or ""
+    app_password = s.text("appPassword", "") or ""
+    tenant_id = s.text("tenantId", "") or ""
+    if app_id and tenant_id and not app_password:
+        # The Bot Framework SDK would raise at start: a single-tenant app signs in with it.
+        s.error("appPassword", "required for a single-tenant app (teams.tenantId is set)")
+    return TeamsConfig(
+        app_id=app_id,
+        app_password=app_password,
+        tenant_id=tenant_id,
+        open_id_metadata_url=s.url("openIdMetadataUrl"),
+        token_issuer=s.text("tokenIssuer") or None,
+        insecure_local_dev=insecure,
+    )
+
+
+def parse_webhooks(
+    raw: Any, path: str, problems: list[str], server: ServerConfig
+) -> WebhooksConfig:
+    webhooks: dict[str, WebhookConfig] = {}
+    section = Section(raw, path, problems)
+    for name, value in section.data.items():
+        s = Section(value, section.at(name), problems, ("url", "secret"))
+        if not NAME_RE.match(name):
+            problems.append(f"{s.path}: invalid webhook name (letters, digits, _ . -)")
+        if value is None:
+            problems.append(f"{s.path}: must be a mapping with url, got null")
+        url = s.url("url", required=True)
+        if url is not None:
+            webhooks[name] = WebhookConfig(name=name, url=url, secret=s.text("secret", "") or "")
+    return WebhooksConfig(MappingProxyType(webhooks))
+
+
+def slack_state(config: SlackConfig) -> str:
+    token, secret = config.bot_token, config.signing_secret
+    if not token and not secret:
+        return "unset"
+    problems = []
+    if not token.startswith("xoxb-"):
+        problems.append("botToken does not look like a bot token (xoxb-...)")
+    if len(secret) < 16:
+        problems.append("signingSecret is too short")
+    return "invalid: " + "; ".join(problems) if problems else "set"
+
+
+def teams_state(config: TeamsConfig) -> str:
+    if not config.app_id:
+        if config.insecure_local_dev:
+            return "unset, insecureLocalDev ON: unsigned requests accepted (local testing only)"
+        return "unset (/api/messages not mounted)"
+    if not config.app_password:
+        return "invalid: appId set without appPassword"
+    return "set"
+
+
+def slack_warnings(config: SlackConfig) -> list[str]:
+    if bool(config.bot_token) != bool(config.signing_secret):
+        return ["slack: botToken and signingSecret are both needed; Slack is disabled"]
+    return []
+
+
+def teams_warnings(config: TeamsConfig) -> list[str]:
+    if config.app_id and not config.app_password:
+        return ["teams.appPassword: empty while teams.appId is set"]
+    return []
