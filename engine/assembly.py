@@ -6,14 +6,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 import aiohttp
 
+from engine.adapters.callbacks import SIGNATURE_HEADER as SIGNATURE_HEADER  # for sinks
 from engine.adapters.callbacks import CallbackSink
+from engine.adapters.callbacks import signature as signature  # for the front ends' sinks
 from engine.adapters.clock import SystemClock as SystemClock  # bot starts clocks from here
 from engine.adapters.connectors.builders import build_connectors
 from engine.adapters.connectors.python_callable import CallableRunner, PythonTools
@@ -24,11 +26,10 @@ from engine.adapters.store import Database, SqlStore
 from engine.adapters.store.db import sqlite_file as sqlite_file  # for bot/cli/checks.py
 from engine.adapters.store.dbclock import DatabaseClock
 from engine.adapters.store.listen import PgListener
-from engine.adapters.webhooks import WebhookSink
 from engine.config import AppConfig
 from engine.domain import notify
 from engine.domain.call_workflow import held_call_connectors
-from engine.domain.model import Node, NodeType, Principal, Run, TakeoverRequest
+from engine.domain.model import Node, NodeType, Principal, Run
 from engine.domain.policy_rules import ActionKind
 from engine.domain.proxies import ProxySettings
 from engine.domain.records import NewRun
@@ -301,7 +302,7 @@ def channels_of(values: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(values))
 
 
-# -- for the front ends' commands and pages: the database and the webhook sink ------------------
+# -- for the front ends' commands, pages and sinks: the database, HTTP, signatures -------------
 
 
 def schema_head() -> str:
@@ -341,24 +342,6 @@ async def open_tokens(url: str) -> AsyncIterator[Tokens]:
         yield Tokens(SqlStore(db))
     finally:
         await db.dispose()
-
-
-def build_webhook_sink(
-    engine: Engine,
-    *,
-    view_json: Callable[[TakeoverRequest, Run | None], dict[str, Any]],
-    links: Callable[[TakeoverRequest], Mapping[str, str]],
-) -> Sink:
-    """The ``webhook:<name>`` channel's outbox sink, with the front end's approval view and
-    signed links."""
-    return WebhookSink(
-        engine.config.webhooks,
-        engine.store,
-        engine.clock,
-        view_json=view_json,
-        links=links,
-        proxies=engine.config.proxies,
-    )
 
 
 def http_session(proxies: ProxySettings, *, timeout_seconds: float) -> aiohttp.ClientSession:

@@ -304,7 +304,8 @@ async def release(request: web.Request) -> web.Response:
         422: "invalid_config (problems lists each): duplicate ids, next or onDeny naming no "
         "node, a cycle, remindBeforeMinutes or escalateAfterMinutes not below timeoutMinutes, "
         "approvalsRequired above the approvers, a template that does not parse, or a "
-        "connector, action, person, group, webhook or workflow the configuration does not know",
+        "connector, action, person, group, channel target or workflow the configuration does not "
+        "know",
         401: "no or bad token",
         403: "wrong role",
         409: "name used by app.yaml",

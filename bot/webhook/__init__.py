@@ -1,6 +1,6 @@
 """The webhook channel: ``webhook:<name>`` in ``channels:`` posts each card, card update and
-notice as signed JSON to the URL ``webhooks.<name>`` configures (``engine.adapters.webhooks``,
-built by ``engine.assembly.build_webhook_sink``). The body carries the cards' approval view
+notice as signed JSON to the URL ``webhooks.<name>`` configures (``bot.webhook.sink``). The
+body carries the cards' approval view
 and the signed decision links of the approval page (``app[LINKS]``), so this channel installs
 after the web one (``bot.channels``).
 """
@@ -14,9 +14,10 @@ from aiohttp import web
 from bot.api.views import approval_url
 from bot.keys import LINKS
 from bot.plugin import Channel
+from bot.webhook.sink import WebhookSink
 from cards.json_view import view_json
 from cards.view import build_view
-from engine.assembly import Engine, build_webhook_sink
+from engine.assembly import Engine
 from engine.domain.model import Run, TakeoverRequest
 from engine.ports.sink import Sink
 from engine.services.links import ApprovalLinks
@@ -43,7 +44,14 @@ def _webhook_sink(engine: Engine, links: ApprovalLinks) -> Sink:
         )
         return view_json(view)
 
-    return build_webhook_sink(engine, view_json=approval_json, links=links.urls)
+    return WebhookSink(
+        engine.config.webhooks,
+        engine.store,
+        engine.clock,
+        view_json=approval_json,
+        links=links.urls,
+        proxies=engine.config.proxies,
+    )
 
 
 CHANNEL = Channel(NAME, install)

@@ -1,6 +1,7 @@
-"""The store as the outbound sinks of ``engine.adapters`` see it: they read the run and the
-request a message is about, as things stand at delivery, and nothing else. ``SqlStore``
-satisfies both protocols structurally; ``engine.assembly`` hands it over."""
+"""The store as the outbound sinks see it (``engine.adapters.callbacks``, and a front end's,
+``bot.webhook.sink``): they read the run and the request a message is about, as things stand
+at delivery, and nothing else. ``SqlStore`` satisfies both protocols structurally;
+``engine.assembly`` hands it over."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ class CallbackReads(Protocol):
     async def call_request(self, run_id: str) -> TakeoverRequest | None: ...
 
 
-class WebhookReads(Protocol):
-    """What ``engine.adapters.webhooks.WebhookSink`` reads: the request and its run."""
+class RequestReads(Protocol):
+    """What a sink posting a request's current state reads (``bot.webhook.sink``): the request
+    and its run."""
 
     async def get_takeover(self, request_id: str) -> TakeoverRequest: ...
 

@@ -19,8 +19,10 @@ receiver can drop a retried duplicate. 2xx is delivered; a 4xx other than 408/42
 (never followed), fails for good; anything else is retried by the outbox with backoff, honouring
 ``Retry-After``.
 
-The engine does not render cards: the approval view's JSON and the signed links are handed in
-(``bot.web`` builds them with ``cards.json_view`` and ``engine.services.links``).
+The approval view's JSON and the signed links are handed in (``bot.webhook`` builds them with
+``cards.json_view`` and ``engine.services.links``); the store is read through
+``engine.ports.deliveries.RequestReads``, the signature and the HTTP session come from
+``engine.assembly`` (a front end never imports ``engine.adapters``).
 """
 
 from __future__ import annotations
@@ -31,14 +33,13 @@ from typing import Any
 
 import aiohttp
 
-from engine.adapters.callbacks import SIGNATURE_HEADER, signature
-from engine.adapters.outbound import client_session
+from engine.assembly import SIGNATURE_HEADER, http_session, signature
 from engine.config.channels import WebhookConfig
 from engine.domain.errors import DeliveryError, NotFound
 from engine.domain.model import OutboxRecord, Run, TakeoverRequest
 from engine.domain.proxies import ProxySettings
 from engine.ports import Clock
-from engine.ports.deliveries import WebhookReads
+from engine.ports.deliveries import RequestReads
 
 DELIVERY_HEADER = "X-Signoff-Delivery"
 _RETRY_4XX = {408, 429}
@@ -55,7 +56,7 @@ class WebhookSink:
     def __init__(
         self,
         webhooks: Mapping[str, WebhookConfig],
-        store: WebhookReads,
+        store: RequestReads,
         clock: Clock,
         *,
         view_json: ViewJson,
@@ -68,7 +69,7 @@ class WebhookSink:
         self.clock = clock
         self.view_json = view_json
         self.links = links
-        self.timeout = aiohttp.ClientTimeout(total=timeout_seconds)
+        self.timeout_seconds = timeout_seconds
         self.proxies = proxies or ProxySettings()
 
     async def body(self, message: OutboxRecord) -> bytes:
@@ -116,7 +117,7 @@ class WebhookSink:
             headers[SIGNATURE_HEADER] = signature(hook.secret.encode(), stamp, body)
         try:
             async with (
-                client_session(self.proxies, timeout=self.timeout) as session,
+                http_session(self.proxies, timeout_seconds=self.timeout_seconds) as session,
                 session.post(hook.url, data=body, headers=headers, allow_redirects=False) as resp,
             ):
                 if 200 <= resp.status < 300:
