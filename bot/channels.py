@@ -2,29 +2,46 @@
 registers). Adding a channel adds its package and a line here; nothing else names it.
 
 The web installs before the webhook channel, whose messages carry the approval page's signed
-links.
+links. The channel packages import a lot (the chat SDKs, the web server): they are imported on
+first use of ``CHANNELS`` (or ``channels()``), so that ``bot.cli`` reads ``COMMANDS`` cheaply.
 """
 
 from __future__ import annotations
 
-from aiohttp import web
+from typing import TYPE_CHECKING
 
-from bot import slack, teams, webhook
-from bot import web as web_channel
-from bot.plugin import Channel
-from engine.assembly import Engine
+if TYPE_CHECKING:
+    from aiohttp import web
 
-CHANNELS: tuple[Channel, ...] = (
-    slack.CHANNEL,
-    teams.CHANNEL,
-    web_channel.CHANNEL,
-    webhook.CHANNEL,
-)
+    from bot.plugin import Channel
+    from engine.assembly import Engine
+
+# The ``signoff`` commands a channel adds: name -> (help, module, function registering its
+# parser on the subparsers). ``signoff --help`` lists them from here; ``bot.cli`` imports the
+# module only when its command is the one given.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "teams": ("Microsoft Teams", "bot.teams.cli", "add_parser"),
+}
+
+
+def channels() -> tuple[Channel, ...]:
+    """The registered channels, in install order."""
+    from bot import slack, teams, webhook
+    from bot import web as web_channel
+
+    return (slack.CHANNEL, teams.CHANNEL, web_channel.CHANNEL, webhook.CHANNEL)
+
+
+def __getattr__(name: str) -> tuple[Channel, ...]:
+    """``CHANNELS``: ``channels()``, imported on first use (module docstring)."""
+    if name == "CHANNELS":
+        return channels()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def channel(name: str) -> Channel:
     """The channel registered as ``name``; ``KeyError`` for none."""
-    for found in CHANNELS:
+    for found in channels():
         if found.name == name:
             return found
     raise KeyError(name)
@@ -32,5 +49,5 @@ def channel(name: str) -> Channel:
 
 def install_channels(app: web.Application, engine: Engine) -> None:
     """Each channel's routes, startup and outbox sink, in registry order."""
-    for each in CHANNELS:
+    for each in channels():
         each.install(app, engine)

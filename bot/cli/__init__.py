@@ -1,5 +1,6 @@
-"""The ``signoff`` command: serve, migrate, check, token, login-link, cards, teams, demo, one
-module of this package per command (``cards``: ``cards.cli``).
+"""The ``signoff`` command: serve, migrate, check, token, login-link, cards, the channels'
+commands, demo, one module of this package per command (``cards``: ``cards.cli``; a channel's:
+its package, as ``bot.channels.COMMANDS`` lists them).
 
 Configuration errors exit with status 2 and one line per problem, each naming its YAML path
 (``bot.cli.checks``, shared by every command). This is the top of the program: it alone reads
@@ -20,7 +21,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from bot.cli import check, demo, login, migrate, serve, teams, tokens
+from bot.channels import COMMANDS as CHANNEL_COMMANDS
+from bot.cli import check, demo, login, migrate, serve, tokens
 
 # The commands in the order ``signoff --help`` lists them.
 _COMMANDS = (serve, migrate, check, tokens, login)
@@ -35,18 +37,18 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     for command in _COMMANDS:
         command.add_parser(sub)
     chosen = next((a for a in (sys.argv[1:] if argv is None else argv) if a[:1] != "-"), None)
-    for name, (summary, module, register) in _PLUGGED.items():
+    for name, (summary, module, register) in {**_PLUGGED, **CHANNEL_COMMANDS}.items():
         if name == chosen:
             getattr(importlib.import_module(module), register)(sub)
         else:
             sub.add_parser(name, help=summary)  # only listed: its own parser is not needed
-    teams.add_parser(sub)
     demo.add_parser(sub)
     return parser
 
 
 # Commands whose modules import a lot (jinja2): their parsers are built from their modules only
-# when they are the command given. name -> (help, module, function).
+# when they are the command given. name -> (help, module, function). The channels' commands
+# (``bot.channels.COMMANDS``) are plugged the same way, after these.
 _PLUGGED = {"cards": ("approval cards", "cards.cli", "add_cards_parser")}
 
 

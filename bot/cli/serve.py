@@ -31,7 +31,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # Listen first: "serving" and the sign-in link are printed only once the port is ours.
     sock = _listen(host, port)
     by = "--host" if args.host else "server.host (or SIGNOFF_HOST)"
-    _refuse_unsigned_teams_off_loopback(config, sock, by)
+    _refuse_off_loopback(config, sock, by)
 
     import asyncio
 
@@ -88,22 +88,17 @@ def _listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _refuse_unsigned_teams_off_loopback(config: AppConfig, sock: socket.socket, by: str) -> None:
-    """``teams.insecureLocalDev`` lets anyone who reaches the port act as anyone: exit 2 unless
-    the address actually bound is loopback, whatever chose it (``--host``, ``SIGNOFF_HOST``,
-    ``server.host``; the config check sees only the last two)."""
-    from engine.config.sections import is_loopback
+def _refuse_off_loopback(config: AppConfig, sock: socket.socket, by: str) -> None:
+    """Exit 2 when a channel's section refuses the address actually bound (an unsigned
+    development mode needs loopback), whatever chose it (``by``)."""
+    from engine.config.channels import bind_problems
 
-    bound = str(sock.getsockname()[0])
-    if not config.teams.insecure_local_dev or is_loopback(bound):
+    problems = bind_problems(config.channel_sections, str(sock.getsockname()[0]), by)
+    if not problems:
         return
     sock.close()
-    print(
-        "config error: teams.insecureLocalDev: accepts unsigned Teams requests, so serve must "
-        f"listen on loopback only (127.0.0.1, ::1 or localhost), but {by} has it listening on "
-        f"{bound}: listen on loopback, or remove teams.insecureLocalDev",
-        file=sys.stderr,
-    )
+    for problem in problems:
+        print(f"config error: {problem}", file=sys.stderr)
     raise SystemExit(EXIT_CONFIG)
 
 

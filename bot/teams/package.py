@@ -5,7 +5,7 @@ with the command list Teams suggests when someone types to the bot) and its two 
 here as PNGs (no binary files in the repository): ``color.png`` 192x192, ``outline.png`` 32x32
 white on transparent, as Teams requires. Side-loading steps: ``docs/teams.md``.
 
-``signoff teams package`` (``bot.cli.teams``) calls ``teams_package``. Like the CLI it is the top
+``signoff teams package`` (``bot.teams.cli``) calls ``teams_package``. Like the CLI it is the top
 of the program, so it is where the environment is read (for ``${VAR}`` in app.yaml).
 """
 

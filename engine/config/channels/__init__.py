@@ -32,6 +32,7 @@ from engine.config.channels.sections import (
     parse_webhooks,
     slack_state,
     slack_warnings,
+    teams_bind_problem,
     teams_state,
     teams_warnings,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "SlackConfig",
     "TeamsConfig",
     "WebhookConfig",
+    "bind_problems",
     "channel_pattern",
     "channel_states",
     "channel_warnings",
@@ -164,13 +166,27 @@ class ChannelSection:
     # section is read before the addresses that name them are checked.
     targets: Callable[[Any], Collection[str]] | None = None
     warnings: Callable[[Any], list[str]] = lambda _: []  # what loads but is likely a mistake
+    # Why serving on the address bound (``by`` chose it) is refused, or None.
+    bind_problem: Callable[[Any, str, str], str | None] | None = None
 
 
 CHANNEL_SECTIONS: tuple[ChannelSection, ...] = (
     ChannelSection("webhook", "webhooks", parse_webhooks, targets=lambda s: s.hooks),
     ChannelSection("slack", "slack", parse_slack, warnings=slack_warnings),
-    ChannelSection("teams", "teams", parse_teams, warnings=teams_warnings),
+    ChannelSection(
+        "teams", "teams", parse_teams, warnings=teams_warnings, bind_problem=teams_bind_problem
+    ),
 )
+
+
+def bind_problems(sections: Mapping[str, object], bound: str, by: str) -> list[str]:
+    """Why the channels' ``sections`` refuse serving on ``bound`` (``by`` chose it)."""
+    return [
+        problem
+        for each in CHANNEL_SECTIONS
+        if each.bind_problem is not None and each.channel in sections
+        if (problem := each.bind_problem(sections[each.channel], bound, by)) is not None
+    ]
 
 
 def target_problem(channel: str, sections: Mapping[str, object]) -> str | None:

@@ -23,6 +23,7 @@ __all__ = [
     "parse_webhooks",
     "slack_state",
     "slack_warnings",
+    "teams_bind_problem",
     "teams_state",
     "teams_warnings",
 ]
@@ -171,3 +172,16 @@ def teams_warnings(config: TeamsConfig) -> list[str]:
     if config.app_id and not config.app_password:
         return ["teams.appPassword: empty while teams.appId is set"]
     return []
+
+
+def teams_bind_problem(config: TeamsConfig, bound: str, by: str) -> str | None:
+    """``teams.insecureLocalDev`` lets anyone who reaches the port act as anyone: a problem
+    unless the address actually bound is loopback, whatever chose it (``by``: ``--host``,
+    ``SIGNOFF_HOST``, ``server.host``; the config check sees only the last two)."""
+    if not config.insecure_local_dev or is_loopback(bound):
+        return None
+    return (
+        "teams.insecureLocalDev: accepts unsigned Teams requests, so serve must "
+        f"listen on loopback only (127.0.0.1, ::1 or localhost), but {by} has it listening on "
+        f"{bound}: listen on loopback, or remove teams.insecureLocalDev"
+    )

@@ -1,5 +1,6 @@
 """``signoff teams package``: the Teams app package to side-load (``bot.teams.package``, imported
-only when the command runs)."""
+only when the command runs). ``bot.cli`` builds this parser only when ``teams`` is the command
+given (``bot.channels.COMMANDS``), so ``signoff --help`` never imports this package."""
 
 from __future__ import annotations
 
