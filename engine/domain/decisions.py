@@ -11,9 +11,10 @@ request's state does not allow raises the domain's error, with the message the A
     expire     past its deadline: ``expired``, the run applies its ``timeoutBehavior``
     cancel     an admin cancelled the run: its open requests end with it
 
-The shapes of the events are the ones the store has always journaled (``grant_data``,
-``release_events``, ``denial_event``): the store builds them here too, so there is one
-source for each.
+These are what runs: a service binds one with who decides, the verdict and the time (its
+authorization first), and the store's ``apply_decision`` calls it on the request it read and
+writes the ``Outcome``. Only expiry is also applied set-based, by the sweeper's batch
+statements (``engine.adapters.store.expiry``), checked against ``expire`` by a test.
 """
 
 from __future__ import annotations
@@ -144,6 +145,7 @@ def _outcome(
     back_to_work: bool,
     vote: Vote | None = None,
     read_approvals: int | None = None,
+    handed_back: bool = False,
 ) -> Outcome:
     votes = (*request.votes, vote) if vote is not None else request.votes
     after = dataclasses.replace(
@@ -158,7 +160,7 @@ def _outcome(
         changes=changes,
         vote=vote,
         events=tuple(events),
-        outbox=tuple(notify.card_changed(after)),
+        outbox=tuple(notify.card_handed_back(after) if handed_back else notify.card_changed(after)),
         back_to_work=back_to_work,
     )
 
@@ -237,7 +239,8 @@ def release(
     request: TakeoverRequest, person: str, now: datetime, *, admin: bool = False
 ) -> Outcome:
     """``person`` hands a granted request back: ``released``, the run resumes at the step.
-    ``admin``: an admin releasing a run someone else took over, journaled as such.
+    ``admin``: an admin releasing a run someone else took over, journaled as such; the card's
+    notice says the request was handed back (``notify.card_handed_back``).
     ``TransitionRefused`` unless the request is granted."""
     if request.status != TakeoverStatus.GRANTED:
         raise TransitionRefused(
@@ -252,7 +255,7 @@ def release(
     }
     as_admin = admin and request.decided_by != person
     events = release_events(request.id, request.step_id, person, as_admin)
-    return _outcome(request, changes, events, back_to_work=True)
+    return _outcome(request, changes, events, back_to_work=True, handed_back=True)
 
 
 def expire(request: TakeoverRequest, now: datetime) -> Outcome | None:

@@ -29,12 +29,6 @@ Plan = Callable[[Run, list[JournalEntry]], list[NewEvent]]
 OutboxFor = Callable[[TakeoverRequest], Sequence[OutboxMessage]]
 """The chat messages a change to a request queues, written in the change's transaction."""
 
-Check = Callable[[TakeoverRequest], dict[str, Any] | None]
-"""Called in a decision's transaction with the request as it stands (the caller's
-authorization): raising rolls the decision back. A grant's or denial's check may return
-``{"override": kind}`` (an admin deciding outside the approvers): it is journaled with the
-decision, kept in the request's ``details.override``, and an overriding grant is final."""
-
 
 @dataclass(slots=True)
 class Adopt:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
-from typing import Any, Protocol, TypedDict, TypeVar, Unpack
+from typing import Any, Protocol, TypeVar
 
+from engine.domain.decisions import Outcome
 from engine.domain.model import JournalEntry, NewEvent, OutboxRecord, Run, TakeoverRequest
-from engine.domain.records import Adopt, Check, GatedOutcome, LinkUse, OutboxFor, QueueQuery
+from engine.domain.records import Adopt, GatedOutcome, LinkUse, OutboxFor, QueueQuery
 from engine.ports.replays import ReplayStore
 from engine.ports.store_runs import RunStore
 
@@ -51,43 +52,27 @@ class TakeoverStore(Protocol):
     ) -> TakeoverRequest: ...
 
 
-class Decided(TypedDict, total=False):
-    """What every decision takes besides the request, the person and the time."""
-
-    outbox: OutboxFor | None  # the chat messages the change queues, in its transaction
-    adopt: Adopt | None  # a worker's free slot for the run put back to work
-    check: Check | None  # the caller's authorization, run in the transaction
-    link: LinkUse | None  # the signed link it comes through: its use, recorded with it
-
-
-class Granted(Decided, total=False):
-    notes: str | None
-    sdp_offer: str | None
-    release: bool  # grant and release in one transaction (Approve)
-
-
-class Denied(Decided, total=False):
-    notes: str | None
-
-
-class Released(Decided, total=False):
-    admin: bool  # an admin releases a request someone else took over
+Decide = Callable[[TakeoverRequest], Outcome]
+"""A decision bound by its service (who, the verdict, the time; its authorization first):
+given the request as the store read it, the ``Outcome`` to apply (``engine.domain.decisions``)."""
 
 
 class DecisionStore(Protocol):
-    """The three decisions, each one transaction (with its link's use, when it has one)."""
+    """Every decision on a takeover request (grant, deny, release) goes through one method."""
 
-    async def grant(
-        self, request_id: str, person: str, now: datetime, **how: Unpack[Granted]
-    ) -> TakeoverRequest: ...
-
-    async def deny(
-        self, request_id: str, person: str, now: datetime, **how: Unpack[Denied]
-    ) -> TakeoverRequest: ...
-
-    async def release(
-        self, request_id: str, person: str, now: datetime, **how: Unpack[Released]
-    ) -> TakeoverRequest: ...
+    async def apply_decision(
+        self,
+        request_id: str,
+        decide: Decide,
+        now: datetime,
+        *,
+        adopt: Adopt | None = None,
+        link: LinkUse | None = None,
+    ) -> TakeoverRequest:
+        """In one transaction (with ``link``'s use when it comes through a signed link): read
+        the request, ``decide`` on it, and apply the outcome in one guarded write with its
+        vote, journal events and card messages; a run it hands back is re-queued or claimed
+        for ``adopt``'s worker. The request as decided."""
 
 
 class ExpiryStore(Protocol):

@@ -4,20 +4,23 @@ Every front end (REST API, Slack buttons, Teams invokes, the web page) calls the
 the acting ``Principal``, and so does a signed approval link (``engine.services.links``, with
 the link's single use: ``link=``): this is the one place that says how a decision is applied.
 Authorization happens here, once, for all of them, by the rules of ``engine.domain.approvers``
-(approvers, admin overrides, who may open a takeover). The store applies each decision as one
-conditional UPDATE, so double clicks and races yield exactly one decision.
-A decision is authorized inside its own transaction, on the request row the UPDATE returns (or,
-when it matched nothing, the row as it stands): a refusal rolls the decision back, and no
+(approvers, admin overrides, who may open a takeover). What each decision does is the domain's
+(``engine.domain.decisions``): a decision here binds one of its functions with who decides, the
+verdict and the time, behind the authorization, and hands it to the store's
+``apply_decision``, which reads the request inside its transaction (locking its row on
+PostgreSQL), calls it and applies the ``Outcome`` in one guarded write, so double clicks and
+races yield exactly one decision. A refusal is raised before anything is written, and no
 separate read comes first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from engine.config import AppConfig, parse_config
-from engine.domain import notify
+from engine.domain import decisions, notify
 from engine.domain.approvers import (
     decision_refusal,
     may_see,
@@ -27,6 +30,7 @@ from engine.domain.approvers import (
     takeover_deciders,
 )
 from engine.domain.call_workflow import is_call_workflow
+from engine.domain.decisions import Outcome
 from engine.domain.errors import Forbidden, InvalidRequest, NotFound
 from engine.domain.expiry import deadline
 from engine.domain.model import (
@@ -44,7 +48,7 @@ from engine.ports import Clock, IdSource
 
 if TYPE_CHECKING:  # the store's own modules import rules from here
     from engine.domain.records import Adopt
-    from engine.ports.store import Store
+    from engine.ports.store import Decide, Store
     from engine.services.context import WorkflowLookup
     from engine.services.workers import Workers
 
@@ -124,28 +128,23 @@ class Approvals:
         another run is not found. ``link``: the decision comes through a signed link, and
         this is its use (recorded in the decision's transaction; ``LinkUsed`` when it was)."""
         notes = _notes(notes)
-
-        def check(request: TakeoverRequest) -> Override:
-            _of_run(request, run_id)
-            return self._decider(request, who, "grant" if release else "takeover")
-
         now = self.clock.now()  # the decision's time is its arrival, not its slot's
-        offer = await self._offer() if release and link is None else None
-        try:
-            after = await self.store.grant(
-                request_id,
+
+        def decide(request: TakeoverRequest) -> Outcome:
+            _of_run(request, run_id)
+            override = self._decider(request, who, "grant" if release else "takeover")
+            return decisions.grant(
+                request,
                 who.name,
                 now,
                 notes=notes,
                 sdp_offer=sdp_offer,
                 release=release,
-                outbox=notify.card_changed,
-                adopt=offer,
-                check=check,
-                link=link,
+                override=override,
             )
-        finally:
-            self._settle(offer)
+
+        offer = await self._offer() if release and link is None else None
+        after = await self._apply(request_id, decide, now, offer, link)
         # A vote or a grant without release hands nothing back; its card still changes.
         self._woken(offer, after, handed_back=after.status == TakeoverStatus.RELEASED)
         return after
@@ -161,29 +160,17 @@ class Approvals:
     ) -> TakeoverRequest:
         """``run_id`` and ``link`` as for ``grant``."""
         notes = _notes(notes)
+        now = self.clock.now()
 
-        def check(request: TakeoverRequest) -> Override:
+        def decide(request: TakeoverRequest) -> Outcome:
             _of_run(request, run_id)
             override = self._decider(request, who, "deny")
             if request.deny_reason_required and not (notes or "").strip():
                 raise InvalidRequest("a reason is required to deny this request")
-            return override
+            return decisions.deny(request, who.name, now, notes=notes, override=override)
 
-        now = self.clock.now()
         offer = await self._offer() if link is None else None
-        try:
-            after = await self.store.deny(
-                request_id,
-                who.name,
-                now,
-                notes=notes,
-                outbox=notify.card_changed,
-                adopt=offer,
-                check=check,
-                link=link,
-            )
-        finally:
-            self._settle(offer)
+        after = await self._apply(request_id, decide, now, offer, link)
         self._woken(offer, after)
         return after
 
@@ -196,28 +183,32 @@ class Approvals:
         link: LinkUse | None = None,
     ) -> TakeoverRequest:
         """``run_id`` and ``link`` as for ``grant`` (a link releases what it took over)."""
+        now = self.clock.now()
 
-        def check(request: TakeoverRequest) -> None:
+        def decide(request: TakeoverRequest) -> Outcome:
             _of_run(request, run_id)
             self._authorize(request, who, "release")
+            return decisions.release(request, who.name, now, admin=who.is_admin)
 
-        now = self.clock.now()
         offer = await self._offer() if link is None else None
-        try:
-            after = await self.store.release(
-                request_id,
-                who.name,
-                now,
-                admin=who.is_admin,
-                outbox=notify.card_handed_back,
-                adopt=offer,
-                check=check,
-                link=link,
-            )
-        finally:
-            self._settle(offer)
+        after = await self._apply(request_id, decide, now, offer, link)
         self._woken(offer, after)
         return after
+
+    async def _apply(
+        self,
+        request_id: str,
+        decide: Decide,
+        now: datetime,
+        offer: Adopt | None,
+        link: LinkUse | None,
+    ) -> TakeoverRequest:
+        """The store reads the request and applies what ``decide`` makes of it, in one
+        transaction; ``decide`` authorizes first, on the request as read."""
+        try:
+            return await self.store.apply_decision(request_id, decide, now, adopt=offer, link=link)
+        finally:
+            self._settle(offer)
 
     # -- handing the run back ------------------------------------------------------------------
     # A decision that puts a parked run back to work claims it for a free worker slot of this

@@ -10,11 +10,13 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import pytest
 
 from engine.assembly import Engine
+from engine.domain import decisions
 from engine.domain.model import Role, RunStatus, TakeoverStatus
 from engine.domain.records import Adopt, NewRun
 from tests.support.engines import AGENT, make_engine, person, wait_for, wait_status
@@ -142,7 +144,8 @@ async def test_a_run_that_has_not_parked_keeps_its_worker(migrated_db_url: str) 
     request = await engine.approvals.request("r-held", admin, reason="look first")
     await engine.approvals.grant(request.id, admin)
     offer = Adopt("this-worker", now + timedelta(seconds=30), run_id="stale")
-    await engine.store.release(request.id, "alice", now, adopt=offer)
+    release = partial(decisions.release, person="alice", now=now)
+    await engine.store.apply_decision(request.id, release, now, adopt=offer)
     run = await engine.store.get_run("r-held")
     await engine.stop()
     assert offer.run_id is None
@@ -212,7 +215,8 @@ async def test_the_worker_is_handed_the_run_and_journal_as_committed(
         now = engine.clock.now()
         # The offer of a worker slot that is not this engine's: nothing advances the run.
         offer = Adopt("elsewhere", now + timedelta(seconds=30), plan=engine.interpreter.resume_plan)
-        await engine.store.grant(request_id, "bob", now, release=True, adopt=offer)
+        grant = partial(decisions.grant, person="bob", now=now, release=True)
+        await engine.store.apply_decision(request_id, grant, now, adopt=offer)
         stored_run, stored_journal = await engine.store.run_and_journal(run_id)
     finally:
         await engine.stop()

@@ -9,11 +9,13 @@ import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import pytest
 
 from engine.adapters.store import Database, SqlStore
+from engine.domain import decisions
 from engine.domain.errors import AlreadyDecided, TransitionRefused
 from engine.domain.model import (
     RUN_ALLOWED,
@@ -171,19 +173,24 @@ class TkCase:
 
 
 async def _grant(store: SqlStore, _run: str, request_id: str) -> Any:
-    return await store.grant(request_id, "bob", BEFORE_EXPIRY)
+    return await store.apply_decision(
+        request_id, partial(decisions.grant, person="bob", now=BEFORE_EXPIRY), BEFORE_EXPIRY
+    )
 
 
 async def _grant_release(store: SqlStore, _run: str, request_id: str) -> Any:
-    return await store.grant(request_id, "bob", BEFORE_EXPIRY, release=True)
+    grant = partial(decisions.grant, person="bob", now=BEFORE_EXPIRY, release=True)
+    return await store.apply_decision(request_id, grant, BEFORE_EXPIRY)
 
 
 async def _deny(store: SqlStore, _run: str, request_id: str) -> Any:
-    return await store.deny(request_id, "bob", BEFORE_EXPIRY, notes="no")
+    deny = partial(decisions.deny, person="bob", now=BEFORE_EXPIRY, notes="no")
+    return await store.apply_decision(request_id, deny, BEFORE_EXPIRY)
 
 
 async def _release(store: SqlStore, _run: str, request_id: str) -> Any:
-    return await store.release(request_id, "bob", BEFORE_EXPIRY)
+    release = partial(decisions.release, person="bob", now=BEFORE_EXPIRY)
+    return await store.apply_decision(request_id, release, BEFORE_EXPIRY)
 
 
 async def _expire(store: SqlStore, _run: str, _request: str) -> Any:
@@ -259,9 +266,9 @@ async def test_grant_after_expiry_instant_is_refused_even_before_the_sweep(
     run_id, request_id = await parked_request(store, T.PENDING)
     before = await snapshot(store, run_id, request_id)
     expiry = before.request.expires_at
-    for op in (store.grant, store.deny):
+    for op in (decisions.grant, decisions.deny):
         with pytest.raises(AlreadyDecided) as caught:
-            await op(request_id, "bob", expiry)
+            await store.apply_decision(request_id, partial(op, person="bob", now=expiry), expiry)
         assert caught.value.current == "expired"
     assert await snapshot(store, run_id, request_id) == before
 

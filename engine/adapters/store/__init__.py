@@ -12,7 +12,6 @@ from engine.adapters.store.db import Database
 from engine.adapters.store.decisions import DecisionStore
 from engine.adapters.store.expiry import ExpiryStore
 from engine.adapters.store.gate import GateStore
-from engine.adapters.store.grants import GrantStore
 from engine.adapters.store.leases import LeaseStore
 from engine.adapters.store.outbox import OutboxStore
 from engine.adapters.store.queue import QueueStore
@@ -31,7 +30,6 @@ class SqlStore(
     LeaseStore,
     TakeoverStore,
     DecisionStore,
-    GrantStore,
     ExpiryStore,
     RecordStore,
     OutboxStore,

@@ -1,207 +1,143 @@
-"""Deciding takeover requests: every decision is one conditional UPDATE, so a request is
-decided once.
+"""Applying a decision on a takeover request: the store reads, the domain decides, the store
+writes what was decided.
 
-Zero rows updated means someone else won (or the request expired): the loser gets
-``AlreadyDecided`` with the status and the winner. Decisions that hand the run back put it in
-the queue (or claim it for a worker here) in the same transaction, with their journal events
-and chat messages. Grants, which count toward a quorum first, are
-``engine.adapters.store.grants``; putting the run back to work is ``engine.adapters.store.resume``.
+``apply_decision`` runs one transaction: it reads the request, hands it to the caller's
+``decide`` (a pure function of ``engine.domain.decisions`` bound by the service, its
+authorization first), and applies the ``Outcome``: one guarded UPDATE of the columns it
+changes (``WHERE id AND status = <as read> [AND approvals = <as read>]``), the vote it
+records, its journal events (with the run put back to work when it says so,
+``engine.adapters.store.resume``) and its card messages. The store counts nothing and decides
+nothing: a refusal is the domain's error, raised before anything is written.
+
+The read takes no lock (no ``FOR UPDATE``): the sweeper picks due requests with ``FOR UPDATE
+SKIP LOCKED``, and a decision refused on a request past its deadline must not hide that
+request from it while the refusal rolls back (a grant racing the sweeper at the deadline has
+exactly one outcome). The guarded UPDATE is the lock: on PostgreSQL a concurrent decision's
+UPDATE waits for the first to commit, re-checks its guard on the committed row and matches
+nothing; the loser then reads the row again in the same transaction (a new snapshot under
+READ COMMITTED) and decides again: ``AlreadyDecided`` for a second decision, or the next vote
+of a quorum counted on the first. SQLite's writer runs one transaction at a time, so its guard
+never misses.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from enum import Enum
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection
 
 from engine.adapters.store import tables as t
 from engine.adapters.store.base import insert_outbox
+from engine.adapters.store.fast import Fast
+from engine.adapters.store.journal import Guard, append_journal
 from engine.adapters.store.resume import ResumeStore, unclaimed
-from engine.adapters.store.rows import takeover_from_row
-from engine.adapters.store.statuses import may_become
 from engine.adapters.store.takeovers import load_takeover, with_votes
-from engine.domain.decisions import (
-    already_decided_error,
-    denial_event,
-    override_details,
-    release_events,
-)
-from engine.domain.errors import AlreadyDecided, TransitionRefused
-from engine.domain.expiry import still_open
-from engine.domain.model import NewEvent, TakeoverRequest, TakeoverStatus
-from engine.domain.records import Adopt, Check, LinkUse, OutboxFor
+from engine.domain.decisions import Outcome, already_decided_error
+from engine.domain.errors import DuplicateVote, NotFound
+from engine.domain.model import TakeoverRequest, Vote
+from engine.domain.records import Adopt, LinkUse
+
+Decide = Callable[[TakeoverRequest], Outcome]
+
+_ATTEMPTS = 20  # each miss is another decision committed on the row meanwhile
+_READ = Fast(select(t.takeover_requests).where(t.takeover_requests.c.id == bindparam("request_id")))
+_WRITE: dict[tuple[frozenset[str], bool], Fast] = {}
+
+
+def _write_statement(columns: frozenset[str], counted: bool) -> Fast:
+    """The guarded UPDATE of ``columns``; ``counted``: guarded by the vote count too. Built
+    once per shape (a grant's vote, a grant that decides, a denial, a release ...)."""
+    key = (columns, counted)
+    stmt = _WRITE.get(key)
+    if stmt is None:
+        tr = t.takeover_requests
+        guard = [tr.c.id == bindparam("request_id"), tr.c.status == bindparam("read_status")]
+        if counted:
+            guard.append(tr.c.approvals == bindparam("read_approvals"))
+        values = {c: bindparam(f"set_{c}", type_=tr.c[c].type) for c in sorted(columns)}
+        stmt = _WRITE[key] = Fast(update(tr).where(*guard).values(values))
+    return stmt
+
+
+def _column(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value
+
+
+def _write(conn: Connection, outcome: Outcome) -> bool:
+    """The outcome's guarded UPDATE; False when the request changed since it was read."""
+    counted = outcome.read_approvals is not None
+    params: dict[str, Any] = {
+        "request_id": outcome.request.id,
+        "read_status": outcome.read_status.value,
+    }
+    if counted:
+        params["read_approvals"] = outcome.read_approvals
+    params.update({f"set_{c}": _column(v) for c, v in outcome.changes.items()})
+    return bool(_write_statement(frozenset(outcome.changes), counted)(conn, params).rowcount)
 
 
 class DecisionStore(ResumeStore):
-    async def deny(
+    async def apply_decision(
         self,
         request_id: str,
-        person: str,
+        decide: Decide,
         now: datetime,
         *,
-        notes: str | None = None,
-        outbox: OutboxFor | None = None,
         adopt: Adopt | None = None,
-        check: Check | None = None,
         link: LinkUse | None = None,
     ) -> TakeoverRequest:
-        """Deny a pending request; the run is re-queued (or claimed by ``adopt``) to follow
-        its deny path or fail. ``link`` as for ``grant``."""
-        return await self._decide(
-            adopt,
-            self._deny_unit(
-                request_id, person, now, notes=notes, outbox=outbox, adopt=adopt, check=check
-            ),
-            link,
-        )
+        """Read the request, ``decide`` on it and apply its ``Outcome``, in one transaction
+        (with ``link``'s use when it comes through a signed link). A run it puts back to work
+        is re-queued, or claimed for ``adopt``'s worker. Returns the request as decided."""
+        return await self._decide(adopt, self._decision_unit(request_id, decide, now, adopt), link)
 
-    def _deny_unit(
-        self,
-        request_id: str,
-        person: str,
-        now: datetime,
-        *,
-        notes: str | None = None,
-        outbox: OutboxFor | None = None,
-        adopt: Adopt | None = None,
-        check: Check | None = None,
+    def _decision_unit(
+        self, request_id: str, decide: Decide, now: datetime, adopt: Adopt | None
     ) -> Callable[[Connection], TakeoverRequest]:
-        """The unit of work of ``deny``."""
-
         def work(conn: Connection) -> TakeoverRequest:
             unclaimed(adopt)
-            tr = t.takeover_requests
-            row = (
-                conn.execute(
-                    update(tr)
-                    .where(
-                        tr.c.id == request_id,
-                        may_become(tr.c.status, TakeoverStatus.DENIED),
-                        still_open(tr.c.expires_at, now),
+            for _ in range(_ATTEMPTS):
+                row = _READ(conn, {"request_id": request_id}).mappings().one_or_none()
+                if row is None:
+                    raise NotFound(
+                        f"takeover request {request_id} not found", request_id=request_id
                     )
-                    .values(
-                        status=TakeoverStatus.DENIED.value,
-                        decided_by=person,
-                        decided_at=now,
-                        notes=notes,
-                    )
-                    .returning(tr)
-                )
-                .mappings()
-                .one_or_none()
-            )
-            if row is None:
-                raise already_decided(conn, request_id, now, check)
-            override = check(takeover_from_row(row)) if check is not None else None
-            if override:
-                row = mark_override(conn, row, person, override)
-            event = denial_event(request_id, row["step_id"], person, notes, override)
-            return self._hand_back(conn, row, [event], now, adopt, outbox, None)
+                outcome = decide(with_votes(conn, row))
+                if _write(conn, outcome):
+                    self._apply(conn, outcome, now, adopt)
+                    return outcome.request
+            raise already_decided_error(load_takeover(conn, request_id), now)
 
         return work
 
-    async def release(
-        self,
-        request_id: str,
-        person: str,
-        now: datetime,
-        *,
-        admin: bool = False,
-        outbox: OutboxFor | None = None,
-        adopt: Adopt | None = None,
-        check: Check | None = None,
-        link: LinkUse | None = None,
-    ) -> TakeoverRequest:
-        """Hand a granted request back: the run is re-queued (or claimed by ``adopt``) and
-        resumes at the approval. ``admin``: ``person`` is an admin, recorded in the journal
-        when they release a run someone else took over. ``link`` as for ``grant``."""
-        unit = self._release_unit(
-            request_id, person, now, admin=admin, outbox=outbox, adopt=adopt, check=check
+    def _apply(
+        self, conn: Connection, outcome: Outcome, now: datetime, adopt: Adopt | None
+    ) -> None:
+        """The rest of a decision whose guarded UPDATE matched: its vote, events, messages."""
+        request = outcome.request
+        if outcome.vote is not None:
+            _record_vote(self, conn, request.id, outcome.vote)
+        if outcome.back_to_work:
+            self._back_to_work(conn, request.run_id, outcome.events, now, adopt)
+        elif outcome.events:
+            append_journal(conn, request.run_id, outcome.events, now, guard=Guard.LIVE)
+        insert_outbox(conn, self, outcome.outbox, now)
+
+
+def _record_vote(store: DecisionStore, conn: Connection, request_id: str, vote: Vote) -> None:
+    """The vote's row; one already there is ``DuplicateVote``, rolling the decision back."""
+    values: Mapping[str, Any] = {
+        "request_id": request_id,
+        "person": vote.person,
+        "notes": vote.notes,
+        "at": vote.at,
+    }
+    voted = store.fast_insert_ignore_on(t.takeover_votes, "request_id", "person")(conn, values)
+    if not voted.rowcount:
+        raise DuplicateVote(
+            f"{vote.person} has already granted this request", request_id=request_id
         )
-        return await self._decide(adopt, unit, link)
-
-    def _release_unit(
-        self,
-        request_id: str,
-        person: str,
-        now: datetime,
-        *,
-        admin: bool = False,
-        outbox: OutboxFor | None = None,
-        adopt: Adopt | None = None,
-        check: Check | None = None,
-    ) -> Callable[[Connection], TakeoverRequest]:
-        """The unit of work of ``release``."""
-
-        def work(conn: Connection) -> TakeoverRequest:
-            unclaimed(adopt)
-            tr = t.takeover_requests
-            row = (
-                conn.execute(
-                    update(tr)
-                    .where(tr.c.id == request_id, may_become(tr.c.status, TakeoverStatus.RELEASED))
-                    .values(
-                        status=TakeoverStatus.RELEASED.value, released_by=person, released_at=now
-                    )
-                    .returning(tr)
-                )
-                .mappings()
-                .one_or_none()
-            )
-            if row is None:
-                current = load_takeover(conn, request_id)
-                if check is not None:
-                    check(current)
-                raise TransitionRefused(
-                    f"request {request_id} is {current.status}, not granted",
-                    current=current.status.value,
-                    request_id=request_id,
-                )
-            as_admin = admin and row["decided_by"] != person
-            events = release_events(request_id, row["step_id"], person, as_admin)
-            return self._hand_back(conn, row, events, now, adopt, outbox, check)
-
-        return work
-
-    def _hand_back(
-        self,
-        conn: Connection,
-        row: Any,
-        events: Sequence[NewEvent],
-        now: datetime,
-        adopt: Adopt | None,
-        outbox: OutboxFor | None,
-        check: Check | None,
-    ) -> TakeoverRequest:
-        """The rest of a denial or a release once its UPDATE matched ``row``: the caller's
-        check on it, the events appended and the run put back to work, the card's messages
-        queued. Returns the request as decided."""
-        if check is not None:
-            check(takeover_from_row(row))
-        self._back_to_work(conn, row["run_id"], events, now, adopt)
-        after = with_votes(conn, row)
-        if outbox is not None:
-            insert_outbox(conn, self, outbox(after), now)
-        return after
-
-
-def mark_override(conn: Connection, row: Any, person: str, override: dict[str, Any]) -> Any:
-    """Keep the override on the request (``details.override``), for cards and notices."""
-    tr = t.takeover_requests
-    details = override_details(row["details"] or {}, person, override)
-    stmt = update(tr).where(tr.c.id == row["id"]).values(details=details).returning(tr)
-    return conn.execute(stmt).mappings().one()
-
-
-def already_decided(
-    conn: Connection, request_id: str, now: datetime, check: Check | None = None
-) -> AlreadyDecided:
-    """Why a decision's UPDATE matched no row; ``check`` first: a caller who may not
-    decide the request is told that, not who decided it."""
-    current = load_takeover(conn, request_id)
-    if check is not None:
-        check(current)
-    return already_decided_error(current, now)
