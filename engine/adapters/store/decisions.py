@@ -43,7 +43,7 @@ from engine.domain.records import Adopt, LinkUse
 
 Decide = Callable[[TakeoverRequest], Outcome]
 
-_ATTEMPTS = 20  # each miss is another decision committed on the row meanwhile
+_ATTEMPTS = 100  # each miss is another decision committed on the row meanwhile
 _READ = Fast(select(t.takeover_requests).where(t.takeover_requests.c.id == bindparam("request_id")))
 _WRITE: dict[tuple[frozenset[str], bool], Fast] = {}
 
@@ -100,16 +100,20 @@ class DecisionStore(ResumeStore):
     ) -> Callable[[Connection], TakeoverRequest]:
         def work(conn: Connection) -> TakeoverRequest:
             unclaimed(adopt)
+            missed: dict[str, Any] | None = None
             for _ in range(_ATTEMPTS):
                 row = _READ(conn, {"request_id": request_id}).mappings().one_or_none()
                 if row is None:
                     raise NotFound(
                         f"takeover request {request_id} not found", request_id=request_id
                     )
+                if missed is not None and dict(row) == missed:
+                    break  # the guard missed a row nothing changed: never decided here
                 outcome = decide(with_votes(conn, row))
                 if _write(conn, outcome):
                     self._apply(conn, outcome, now, adopt)
                     return outcome.request
+                missed = dict(row)
             raise already_decided_error(load_takeover(conn, request_id), now)
 
         return work
