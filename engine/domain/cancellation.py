@@ -9,15 +9,12 @@ reached) cancels that request, noting why (``UNREACHED_NOTE``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from engine.domain.model import (
     RUN_ALLOWED,
     TAKEOVER_ALLOWED,
     JournalEvent,
     NewEvent,
     RunStatus,
-    TakeoverRequest,
     TakeoverStatus,
     sources_of,
 )
@@ -37,20 +34,7 @@ def cancelled_error(actor: str) -> str:
     return f"cancelled by {actor}"
 
 
-def cancel_events(requests: Sequence[TakeoverRequest], actor: str) -> list[NewEvent]:
-    """What cancelling a run journals: each open request cancelled, then the run."""
-    events = [
-        NewEvent(JournalEvent.TAKEOVER_CANCELLED, r.step_id, {"requestId": r.id}) for r in requests
-    ]
-    events.append(NewEvent(JournalEvent.RUN_CANCELLED, data={"by": actor}))
-    return events
-
-
-def unreached_events(requests: Sequence[TakeoverRequest]) -> list[NewEvent]:
-    """What a run that ended journals for the requests it never reached."""
-    return [
-        NewEvent(
-            JournalEvent.TAKEOVER_CANCELLED, r.step_id, {"requestId": r.id, "notes": UNREACHED_NOTE}
-        )
-        for r in requests
-    ]
+def run_cancelled(actor: str) -> NewEvent:
+    """What cancelling a run journals after its requests' own events
+    (``engine.domain.decisions.cancel``): the run's end, and by whom."""
+    return NewEvent(JournalEvent.RUN_CANCELLED, data={"by": actor})

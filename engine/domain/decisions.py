@@ -10,11 +10,15 @@ request's state does not allow raises the domain's error, with the message the A
     release    a granted request handed back: the run resumes at the step
     expire     past its deadline: ``expired``, the run applies its ``timeoutBehavior``
     cancel     an admin cancelled the run: its open requests end with it
+    unreached  the run ended on its own: a request still open (for a step it never reached)
+               ends with it, noting why
 
 These are what runs: a service binds one with who decides, the verdict and the time (its
 authorization first), and the store's ``apply_decision`` calls it on the request it read and
-writes the ``Outcome``. Only expiry is also applied set-based, by the sweeper's batch
-statements (``engine.adapters.store.expiry``), checked against ``expire`` by a test.
+writes the ``Outcome``; a cancellation and a run's end read the run's open requests and
+write each one's ``cancel`` or ``unreached`` outcome the same way. Only expiry is also applied
+set-based, by the sweeper's batch statements (``engine.adapters.store.expiry``), checked
+against ``expire`` by a test.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.domain import notify
-from engine.domain.cancellation import CANCELLED_REQUEST, REQUESTS_CANCELLED
+from engine.domain.cancellation import CANCELLED_REQUEST, REQUESTS_CANCELLED, UNREACHED_NOTE
 from engine.domain.errors import AlreadyDecided, DuplicateVote, TransitionRefused
 from engine.domain.expiry import EXPIRED, EXPIRES, EXPIRY_EVENT, expiry_data, status_at
 from engine.domain.model import (
@@ -278,4 +282,19 @@ def cancel(request: TakeoverRequest, actor: str, now: datetime) -> Outcome | Non
         return None
     changes: dict[str, Any] = {"status": CANCELLED_REQUEST, "decided_by": actor, "decided_at": now}
     event = NewEvent(JournalEvent.TAKEOVER_CANCELLED, request.step_id, {"requestId": request.id})
+    return _outcome(request, changes, [event], back_to_work=False)
+
+
+def unreached(request: TakeoverRequest, now: datetime) -> Outcome | None:
+    """The run ended on its own with this request still open (an operator's, for a step it
+    never reached): ``cancelled``, its notes saying why. None for a request already ended."""
+    if request.status not in REQUESTS_CANCELLED:
+        return None
+    changes: dict[str, Any] = {
+        "status": CANCELLED_REQUEST,
+        "decided_at": now,
+        "notes": UNREACHED_NOTE,
+    }
+    data = {"requestId": request.id, "notes": UNREACHED_NOTE}
+    event = NewEvent(JournalEvent.TAKEOVER_CANCELLED, request.step_id, data)
     return _outcome(request, changes, [event], back_to_work=False)

@@ -80,9 +80,9 @@ class ExpiryStore(Protocol):
         self, now: datetime, *, limit: int = 500, outbox: OutboxFor | None = None
     ) -> list[TakeoverRequest]: ...
 
-    async def cancel_run(
-        self, run_id: str, actor: str, now: datetime, *, outbox: OutboxFor | None = None
-    ) -> list[TakeoverRequest]: ...
+    async def cancel_run(self, run_id: str, actor: str, now: datetime) -> list[TakeoverRequest]:
+        """Cancel the run, its open requests (each one's ``decisions.cancel`` outcome, with
+        its card messages) and its unfinished child runs; the requests cancelled."""
 
 
 class ReminderStore(Protocol):

@@ -14,7 +14,7 @@ from engine.domain.model import (
     RunStatus,
     TakeoverRequest,
 )
-from engine.domain.records import NewRun, OutboxFor, Plan
+from engine.domain.records import NewRun, Plan
 
 
 class RunStore(Protocol):
@@ -59,7 +59,6 @@ class RunStore(Protocol):
         outbox: Sequence[OutboxMessage] = (),
         output: Any = None,
         parent_wakeup: tuple[str, NewEvent] | None = None,
-        unreached: OutboxFor | None = None,
     ) -> int: ...
 
     async def park_run(

@@ -312,9 +312,7 @@ class Approvals:
     async def cancel_run(self, run_id: str, who: Principal) -> list[TakeoverRequest]:
         if not who.is_admin:
             raise Forbidden("only an admin can cancel a run")
-        return await self.store.cancel_run(
-            run_id, who.name, self.clock.now(), outbox=notify.card_changed
-        )
+        return await self.store.cancel_run(run_id, who.name, self.clock.now())
 
 
 def _of_run(request: TakeoverRequest, run_id: str | None) -> None:

@@ -169,7 +169,6 @@ class RunWriter:
                 output=output,
                 error=error,
                 parent_wakeup=wakeup,
-                unreached=notify.card_changed,
                 open_requests=open_requests,
             )
         except Restart:

@@ -12,8 +12,7 @@ from engine.domain.approvers import escalated_approvers
 from engine.domain.cancellation import (
     CHILDREN_CANCELLED,
     REQUESTS_CANCELLED,
-    cancel_events,
-    unreached_events,
+    run_cancelled,
 )
 from engine.domain.expiry import expiry_data, has_expired, status_at, still_open
 from engine.domain.model import (
@@ -77,10 +76,9 @@ def test_escalation_widens_named_approvers_only() -> None:
 def test_what_a_cancellation_ends_and_journals() -> None:
     assert CHILDREN_CANCELLED == {RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.WAITING}
     assert REQUESTS_CANCELLED == {TakeoverStatus.PENDING, TakeoverStatus.GRANTED}
-    events = cancel_events([request()], "alice")
-    assert [(e.event, e.step_id, e.data) for e in events] == [
-        (JournalEvent.TAKEOVER_CANCELLED, "approve", {"requestId": "tk-1"}),
-        (JournalEvent.RUN_CANCELLED, None, {"by": "alice"}),
-    ]
-    (unreached,) = unreached_events([request()])
-    assert unreached.data["notes"] == "the run ended before it reached this step"
+    event = run_cancelled("alice")
+    assert (event.event, event.step_id, event.data) == (
+        JournalEvent.RUN_CANCELLED,
+        None,
+        {"by": "alice"},
+    )

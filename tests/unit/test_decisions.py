@@ -63,6 +63,8 @@ def decide(verdict: str, req: TakeoverRequest, now: datetime) -> Outcome | None:
         return decisions.release(req, "carol", now)
     if verdict == "expire":
         return decisions.expire(req, now)
+    if verdict == "unreached":
+        return decisions.unreached(req, now)
     assert verdict == "cancel"
     return decisions.cancel(req, "alice", now)
 
@@ -76,12 +78,14 @@ STATUS_TABLE: list[tuple[str, str, Any, Any, Any]] = [
     ("pending", "release", TransitionRefused, TransitionRefused, TransitionRefused),
     ("pending", "expire", None, "expired", "expired"),
     ("pending", "cancel", "cancelled", "cancelled", "cancelled"),
+    ("pending", "unreached", "cancelled", "cancelled", "cancelled"),
     ("granted", "grant", AlreadyDecided, AlreadyDecided, AlreadyDecided),
     ("granted", "grant+release", AlreadyDecided, AlreadyDecided, AlreadyDecided),
     ("granted", "deny", AlreadyDecided, AlreadyDecided, AlreadyDecided),
     ("granted", "release", "released", "released", "released"),
     ("granted", "expire", None, None, None),
     ("granted", "cancel", "cancelled", "cancelled", "cancelled"),
+    ("granted", "unreached", "cancelled", "cancelled", "cancelled"),
 ]
 for _ended in ("released", "denied", "expired", "cancelled"):
     STATUS_TABLE += [
@@ -91,6 +95,7 @@ for _ended in ("released", "denied", "expired", "cancelled"):
         (_ended, "release", TransitionRefused, TransitionRefused, TransitionRefused),
         (_ended, "expire", None, None, None),
         (_ended, "cancel", None, None, None),
+        (_ended, "unreached", None, None, None),
     ]
 
 
@@ -257,7 +262,24 @@ def test_cancellation_journals_each_request_and_hands_nothing_back() -> None:
     assert outcome.request.decided_by == "alice"
 
 
-@pytest.mark.parametrize("verdict", ["grant", "deny", "release", "expire", "cancel"])
+def test_a_request_the_run_never_reached_ends_with_it_saying_why() -> None:
+    outcome = decisions.unreached(request("pending"), WHEN["before"])
+    assert outcome is not None and not outcome.back_to_work
+    (event,) = outcome.events
+    note = "the run ended before it reached this step"
+    assert (event.event, event.data) == (
+        JournalEvent.TAKEOVER_CANCELLED,
+        {"requestId": "tk-1", "notes": note},
+    )
+    assert outcome.request.notes == note and outcome.request.decided_by is None
+    assert outcome.changes == {
+        "status": TakeoverStatus.CANCELLED,
+        "decided_at": WHEN["before"],
+        "notes": note,
+    }
+
+
+@pytest.mark.parametrize("verdict", ["grant", "deny", "release", "expire", "cancel", "unreached"])
 def test_the_card_changes_where_it_was_posted(verdict: str) -> None:
     status = "granted" if verdict == "release" else "pending"
     outcome = decide(verdict, request(status), WHEN["at" if verdict == "expire" else "before"])

@@ -24,60 +24,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from enum import Enum
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection
 
 from engine.adapters.store import tables as t
 from engine.adapters.store.base import insert_outbox
-from engine.adapters.store.fast import Fast
 from engine.adapters.store.journal import Guard, append_journal
+from engine.adapters.store.outcomes import decide_on
 from engine.adapters.store.resume import ResumeStore, unclaimed
-from engine.adapters.store.takeovers import load_takeover, with_votes
+from engine.adapters.store.takeovers import load_takeover
 from engine.domain.decisions import Outcome, already_decided_error
-from engine.domain.errors import DuplicateVote, NotFound
+from engine.domain.errors import DuplicateVote
 from engine.domain.model import TakeoverRequest, Vote
 from engine.domain.records import Adopt, LinkUse
 
 Decide = Callable[[TakeoverRequest], Outcome]
-
-_ATTEMPTS = 100  # each miss is another decision committed on the row meanwhile
-_READ = Fast(select(t.takeover_requests).where(t.takeover_requests.c.id == bindparam("request_id")))
-_WRITE: dict[tuple[frozenset[str], bool], Fast] = {}
-
-
-def _write_statement(columns: frozenset[str], counted: bool) -> Fast:
-    """The guarded UPDATE of ``columns``; ``counted``: guarded by the vote count too. Built
-    once per shape (a grant's vote, a grant that decides, a denial, a release ...)."""
-    key = (columns, counted)
-    stmt = _WRITE.get(key)
-    if stmt is None:
-        tr = t.takeover_requests
-        guard = [tr.c.id == bindparam("request_id"), tr.c.status == bindparam("read_status")]
-        if counted:
-            guard.append(tr.c.approvals == bindparam("read_approvals"))
-        values = {c: bindparam(f"set_{c}", type_=tr.c[c].type) for c in sorted(columns)}
-        stmt = _WRITE[key] = Fast(update(tr).where(*guard).values(values))
-    return stmt
-
-
-def _column(value: Any) -> Any:
-    return value.value if isinstance(value, Enum) else value
-
-
-def _write(conn: Connection, outcome: Outcome) -> bool:
-    """The outcome's guarded UPDATE; False when the request changed since it was read."""
-    counted = outcome.read_approvals is not None
-    params: dict[str, Any] = {
-        "request_id": outcome.request.id,
-        "read_status": outcome.read_status.value,
-    }
-    if counted:
-        params["read_approvals"] = outcome.read_approvals
-    params.update({f"set_{c}": _column(v) for c, v in outcome.changes.items()})
-    return bool(_write_statement(frozenset(outcome.changes), counted)(conn, params).rowcount)
 
 
 class DecisionStore(ResumeStore):
@@ -100,21 +62,11 @@ class DecisionStore(ResumeStore):
     ) -> Callable[[Connection], TakeoverRequest]:
         def work(conn: Connection) -> TakeoverRequest:
             unclaimed(adopt)
-            missed: dict[str, Any] | None = None
-            for _ in range(_ATTEMPTS):
-                row = _READ(conn, {"request_id": request_id}).mappings().one_or_none()
-                if row is None:
-                    raise NotFound(
-                        f"takeover request {request_id} not found", request_id=request_id
-                    )
-                if missed is not None and dict(row) == missed:
-                    break  # the guard missed a row nothing changed: never decided here
-                outcome = decide(with_votes(conn, row))
-                if _write(conn, outcome):
-                    self._apply(conn, outcome, now, adopt)
-                    return outcome.request
-                missed = dict(row)
-            raise already_decided_error(load_takeover(conn, request_id), now)
+            outcome = decide_on(conn, request_id, decide)
+            if outcome is None:
+                raise already_decided_error(load_takeover(conn, request_id), now)
+            self._apply(conn, outcome, now, adopt)
+            return outcome.request
 
         return work
 

@@ -30,17 +30,18 @@ from engine.adapters.store.journal import (
     requeue_with_events,
     requeue_with_events_cte,
 )
+from engine.adapters.store.outcomes import decide_open
 from engine.adapters.store.rows import takeover_from_row
 from engine.adapters.store.statuses import status_in
 from engine.adapters.store.tables import UTCDateTime
+from engine.domain import decisions
 from engine.domain.cancellation import (
-    CANCELLED_REQUEST,
     CANCELLED_RUN,
     CHILDREN_CANCELLED,
-    REQUESTS_CANCELLED,
-    cancel_events,
     cancelled_error,
+    run_cancelled,
 )
+from engine.domain.decisions import Outcome
 from engine.domain.errors import TransitionRefused
 from engine.domain.expiry import EXPIRED, EXPIRES, EXPIRY_EVENT, expiry_data, has_expired
 from engine.domain.model import NewEvent, TakeoverRequest
@@ -104,13 +105,12 @@ class ExpiryStore(StoreBase):
 
         return await self.db.transact(work)
 
-    async def cancel_run(
-        self, run_id: str, actor: str, now: datetime, *, outbox: OutboxFor | None = None
-    ) -> list[TakeoverRequest]:
-        """Cancel a run, its open takeover requests and its unfinished child runs."""
+    async def cancel_run(self, run_id: str, actor: str, now: datetime) -> list[TakeoverRequest]:
+        """Cancel a run, its open takeover requests and its unfinished child runs, with the
+        requests' card updates and notices."""
 
         def work(conn: Connection) -> list[TakeoverRequest]:
-            cancelled: list[TakeoverRequest] = []
+            cancelled: list[Outcome] = []
             pending = [run_id]
             first = True
             while pending:
@@ -128,9 +128,8 @@ class ExpiryStore(StoreBase):
                     )
                 )
                 pending.extend(children.scalars())
-            if outbox is not None:
-                insert_outbox(conn, self, [m for req in cancelled for m in outbox(req)], now)
-            return cancelled
+            insert_outbox(conn, self, [m for outcome in cancelled for m in outcome.outbox], now)
+            return [outcome.request for outcome in cancelled]
 
         return await self.db.transact(work)
 
@@ -178,20 +177,14 @@ _SQLITE_EXPIRE = Fast(
 )
 
 
-def _cancel_one(conn: Connection, run_id: str, actor: str, now: datetime) -> list[TakeoverRequest]:
-    """Cancel one run and its open requests (``engine.domain.cancellation``)."""
-    tr = t.takeover_requests
-    rows = conn.execute(
-        update(tr)
-        .where(tr.c.run_id == run_id, status_in(tr.c.status, REQUESTS_CANCELLED))
-        .values(status=CANCELLED_REQUEST.value, decided_by=actor, decided_at=now)
-        .returning(tr)
-    ).mappings()
-    cancelled = [takeover_from_row(r) for r in rows]
+def _cancel_one(conn: Connection, run_id: str, actor: str, now: datetime) -> list[Outcome]:
+    """Cancel one run and its open requests: each request's ``decisions.cancel`` outcome
+    written as a decision is (``decide_open``), then the run's end after their events."""
+    outcomes = decide_open(conn, run_id, lambda request: decisions.cancel(request, actor, now))
     append_journal(
         conn,
         run_id,
-        cancel_events(cancelled, actor),
+        [*(e for outcome in outcomes for e in outcome.events), run_cancelled(actor)],
         now,
         guard=Guard.CANCELLABLE,
         values={
@@ -202,4 +195,4 @@ def _cancel_one(conn: Connection, run_id: str, actor: str, now: datetime) -> lis
         },
         refused="the run has already ended",
     )
-    return cancelled
+    return outcomes

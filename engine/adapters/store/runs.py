@@ -19,6 +19,7 @@ from engine.adapters.store.journal import (
     append_journal,
     read_run_and_journal,
 )
+from engine.adapters.store.outcomes import decide_open
 from engine.adapters.store.rows import (
     FAST_INSERT_RUN,
     FAST_INSERT_TAKEOVER,
@@ -26,7 +27,8 @@ from engine.adapters.store.rows import (
     run_from_row,
     takeover_values,
 )
-from engine.adapters.store.takeovers import cancel_unreached
+from engine.domain import decisions
+from engine.domain.decisions import Outcome
 from engine.domain.errors import AlreadyAppended, NotFound, TransitionRefused
 from engine.domain.model import (
     JournalEntry,
@@ -37,7 +39,7 @@ from engine.domain.model import (
     RunStatus,
     TakeoverRequest,
 )
-from engine.domain.records import NewRun, OutboxFor
+from engine.domain.records import NewRun
 
 
 class RunStore(StoreBase):
@@ -140,7 +142,6 @@ class RunStore(StoreBase):
         outbox: Sequence[OutboxMessage] = (),
         parent_wakeup: tuple[str, NewEvent] | None = None,
         expect: int | None = None,
-        unreached: OutboxFor | None = None,
         open_requests: bool = False,
     ) -> int:
         """Append events as the lease holder (fenced: a worker that lost its lease is refused).
@@ -150,8 +151,8 @@ class RunStore(StoreBase):
         caller but happened is not appended again (``append_journal``).
 
         A run that ends with takeover requests still open (an operator's, for a step the run
-        never reached) cancels them in the same transaction, with ``unreached``'s card
-        updates: when the caller knows of one (``open_requests``), or when someone appended
+        never reached) cancels them in the same transaction (``decisions.unreached``), with their
+        card updates: when the caller knows of one (``open_requests``), or when someone appended
         meanwhile (a request made while the last step ran). Only then: no extra statement
         for the runs that end with nothing open."""
 
@@ -179,11 +180,10 @@ class RunStore(StoreBase):
             if parent_wakeup is not None:
                 parent_id, parent_event = parent_wakeup
                 _wake_parent(conn, parent_id, parent_event, now)
-            closed: list[TakeoverRequest] = []
+            closed: list[Outcome] = []
             if finish is not None and (open_requests or (expect is not None and first != expect)):
-                closed = cancel_unreached(conn, run_id, now)
-            more = [m for r in closed for m in unreached(r)] if unreached is not None else []
-            insert_outbox(conn, self, [*outbox, *more], now)
+                closed = _cancel_unreached(conn, run_id, now)
+            insert_outbox(conn, self, [*outbox, *(m for c in closed for m in c.outbox)], now)
             return first
 
         try:
@@ -341,3 +341,13 @@ def _wake_parent(conn: Connection, parent_id: str, event: NewEvent, now: datetim
         mark_ready(conn)
     except TransitionRefused:
         pass  # the parent was cancelled meanwhile: nothing to wake
+
+
+def _cancel_unreached(conn: Connection, run_id: str, now: datetime) -> list[Outcome]:
+    """Cancel the open requests of a run that has just ended (``decisions.unreached``),
+    journaled after its end."""
+    closed = decide_open(conn, run_id, lambda request: decisions.unreached(request, now))
+    events = [e for outcome in closed for e in outcome.events]
+    if events:
+        append_journal(conn, run_id, events, now, guard=Guard.EXISTS)
+    return closed

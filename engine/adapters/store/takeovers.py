@@ -16,12 +16,6 @@ from engine.adapters.store.fast import Fast
 from engine.adapters.store.journal import Guard, append_journal
 from engine.adapters.store.rows import FAST_INSERT_TAKEOVER, takeover_from_row, takeover_values
 from engine.adapters.store.statuses import status_in
-from engine.domain.cancellation import (
-    CANCELLED_REQUEST,
-    REQUESTS_CANCELLED,
-    UNREACHED_NOTE,
-    unreached_events,
-)
 from engine.domain.errors import Conflict, NotFound, TransitionRefused
 from engine.domain.model import (
     OPEN_TAKEOVER_STATUSES,
@@ -177,18 +171,3 @@ def load_takeover(conn: Connection, request_id: str) -> TakeoverRequest:
     if row is None:
         raise NotFound(f"takeover request {request_id} not found", request_id=request_id)
     return with_votes(conn, row)
-
-
-def cancel_unreached(conn: Connection, run_id: str, now: datetime) -> list[TakeoverRequest]:
-    """Cancel the open requests of a run that has just ended (journaled after its end)."""
-    tr = t.takeover_requests
-    rows = conn.execute(
-        update(tr)
-        .where(tr.c.run_id == run_id, status_in(tr.c.status, REQUESTS_CANCELLED))
-        .values(status=CANCELLED_REQUEST.value, decided_at=now, notes=UNREACHED_NOTE)
-        .returning(tr)
-    ).mappings()
-    cancelled = [takeover_from_row(r) for r in rows]
-    if cancelled:
-        append_journal(conn, run_id, unreached_events(cancelled), now, guard=Guard.EXISTS)
-    return cancelled
