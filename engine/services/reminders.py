@@ -12,38 +12,11 @@ to its own mentions when it renders the notice.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
-from datetime import datetime
 
-from engine.domain import notify
-from engine.domain.model import OutboxMessage, TakeoverRequest
+from engine.domain.reminders import escalation, reminder
 from engine.ports import Clock
 from engine.ports.store import ReminderStore
-
-
-def reminder(request: TakeoverRequest) -> list[OutboxMessage]:
-    """``notice: reminder`` into each channel of the request: it expires at ``expiresAt``."""
-    data = {
-        "requestId": request.id,
-        "expiresAt": request.expires_at.isoformat(),
-        "approvers": list(request.approvers),
-    }
-    return notify.notice(
-        request.channels, request.run_id, "reminder", request.id, data, request_id=request.id
-    )
-
-
-def escalation(request: TakeoverRequest, now: datetime) -> list[OutboxMessage]:
-    """``notice: escalated`` into each channel of the request, naming the people asked."""
-    data = {
-        "requestId": request.id,
-        "people": list(request.escalate_to),
-        "waitedMinutes": math.floor((now - request.created_at).total_seconds() / 60),
-    }
-    return notify.notice(
-        request.channels, request.run_id, "escalated", request.id, data, request_id=request.id
-    )
 
 
 async def sweep(store: ReminderStore, clock: Clock, wake: Callable[[], None] | None = None) -> int:
