@@ -26,8 +26,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 def channels() -> tuple[Channel, ...]:
     """The registered channels, in install order."""
-    from bot import slack, teams, webhook
+    from bot import slack, webhook
     from bot import web as web_channel
+    from bot.teams import channel as teams
 
     return (slack.CHANNEL, teams.CHANNEL, web_channel.CHANNEL, webhook.CHANNEL)
 

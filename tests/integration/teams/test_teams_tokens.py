@@ -18,8 +18,8 @@ import pytest
 from teamsharness import FLOW, Teams, running_teams
 from test_teams_auth import install_activity, stored
 
-from bot.teams import METADATA_REFRESH_SECONDS
 from bot.teams.adapter import NotAuthenticated, TeamsAdapter
+from bot.teams.channel import METADATA_REFRESH_SECONDS
 from engine.config.channels import TeamsConfig
 from tests.fakes.openid import (
     APP_ID,
