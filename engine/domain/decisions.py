@@ -8,6 +8,8 @@ request's state does not allow raises the domain's error, with the message the A
                override, decides: ``granted`` (``released`` too with ``release``)
     deny       ``denied``: the run goes back to work to follow its deny path or fail
     release    a granted request handed back: the run resumes at the step
+    answer     the taker's browser answers the operator's offer (WebRTC SDP) on a granted
+               request: stored on it, nothing journaled, the card unchanged
     expire     past its deadline: ``expired``, the run applies its ``timeoutBehavior``
     cancel     an admin cancelled the run: its open requests end with it
     unreached  the run ended on its own: a request still open (for a step it never reached)
@@ -260,6 +262,27 @@ def release(
     as_admin = admin and request.decided_by != person
     events = release_events(request.id, request.step_id, person, as_admin)
     return _outcome(request, changes, events, back_to_work=True, handed_back=True)
+
+
+def answer(request: TakeoverRequest, sdp_answer: str) -> Outcome:
+    """The taker's SDP answer on a granted request (the operator's live session); any other
+    status is ``TransitionRefused``. Nothing is journaled and the card does not change."""
+    if request.status != TakeoverStatus.GRANTED:
+        raise TransitionRefused(
+            f"request {request.id} is {request.status}; an answer needs a granted request",
+            current=request.status.value,
+        )
+    changes: dict[str, Any] = {"sdp_answer": sdp_answer}
+    return Outcome(
+        request=dataclasses.replace(request, sdp_answer=sdp_answer),
+        read_status=request.status,
+        read_approvals=None,
+        changes=changes,
+        vote=None,
+        events=(),
+        outbox=(),
+        back_to_work=False,
+    )
 
 
 def expire(request: TakeoverRequest, now: datetime) -> Outcome | None:

@@ -40,8 +40,6 @@ class OutageStore(Protocol):
 class TakeoverStore(Protocol):
     async def get_takeover(self, request_id: str) -> TakeoverRequest: ...
 
-    async def record_sdp_answer(self, request_id: str, answer: str) -> TakeoverRequest: ...
-
     async def request_takeover(
         self,
         request: TakeoverRequest,

@@ -234,9 +234,11 @@ class Approvals:
             self.wake_outbox()  # the card's update goes out now
 
     async def answer(self, request_id: str, who: Principal, sdp_answer: str) -> TakeoverRequest:
-        request = await self.store.get_takeover(request_id)
-        self._authorize(request, who, "release")  # the taker (or an admin) answers, as releases
-        return await self.store.record_sdp_answer(request_id, sdp_answer)
+        def decide(request: TakeoverRequest) -> Outcome:
+            self._authorize(request, who, "release")  # the taker (or an admin), as releases
+            return decisions.answer(request, sdp_answer)
+
+        return await self._apply(request_id, decide, self.clock.now(), None, None)
 
     async def request(
         self,

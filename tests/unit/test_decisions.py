@@ -288,3 +288,18 @@ def test_the_card_changes_where_it_was_posted(verdict: str) -> None:
     assert [m.channel for m in updates] == ["slack:#ops"]  # the web card is read, not posted
     state = f"{outcome.status.value}:{len(outcome.request.votes)}"
     assert all(m.dedupe_key.endswith(state) for m in updates)
+
+
+@pytest.mark.parametrize("status", [s.value for s in TakeoverStatus])
+def test_an_answer_needs_a_granted_request_and_changes_nothing_else(status: str) -> None:
+    req = request(status)
+    if status != "granted":
+        with pytest.raises(TransitionRefused, match="an answer needs a granted request"):
+            decisions.answer(req, "v=0 answer")
+        return
+    outcome = decisions.answer(req, "v=0 answer")
+    assert outcome.changes == {"sdp_answer": "v=0 answer"}
+    assert outcome.read_status == TakeoverStatus.GRANTED and outcome.read_approvals is None
+    assert outcome.request.sdp_answer == "v=0 answer"
+    assert outcome.request.status == TakeoverStatus.GRANTED
+    assert not outcome.events and not outcome.outbox and not outcome.back_to_work

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, func, select, update
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.engine import Connection
 
 from engine.adapters.store import tables as t
@@ -54,24 +54,6 @@ class TakeoverStore(StoreBase):
             return [takeover_from_row(r, votes.get(r["id"], ())) for r in rows]
 
         return await self.db.transact(work, write=False)
-
-    async def record_sdp_answer(self, request_id: str, answer: str) -> TakeoverRequest:
-        def work(conn: Connection) -> TakeoverRequest:
-            tr = t.takeover_requests
-            res = conn.execute(
-                update(tr)
-                .where(tr.c.id == request_id, status_in(tr.c.status, [TakeoverStatus.GRANTED]))
-                .values(sdp_answer=answer)
-            )
-            if not res.rowcount:
-                current = load_takeover(conn, request_id)
-                raise TransitionRefused(
-                    f"request {request_id} is {current.status}; an answer needs a granted request",
-                    current=current.status.value,
-                )
-            return load_takeover(conn, request_id)
-
-        return await self.db.transact(work)
 
     async def request_takeover(
         self,
