@@ -11,6 +11,8 @@ request's state does not allow raises the domain's error, with the message the A
     answer     the taker's browser answers the operator's offer (WebRTC SDP) on a granted
                request: stored on it, nothing journaled, the card unchanged
     expire     past its deadline: ``expired``, the run applies its ``timeoutBehavior``
+    escalate   still pending at its ``escalateAfterMinutes``: the people of ``escalateTo``
+               may decide too, and are told (``engine.domain.reminders.escalation``)
     cancel     an admin cancelled the run: its open requests end with it
     unreached  the run ended on its own: a request still open (for a step it never reached)
                ends with it, noting why
@@ -32,6 +34,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.domain import notify
+from engine.domain.approvers import escalated_approvers
 from engine.domain.cancellation import CANCELLED_REQUEST, REQUESTS_CANCELLED, UNREACHED_NOTE
 from engine.domain.errors import AlreadyDecided, DuplicateVote, TransitionRefused
 from engine.domain.expiry import EXPIRED, EXPIRES, EXPIRY_EVENT, expiry_data, status_at
@@ -44,6 +47,7 @@ from engine.domain.model import (
     Vote,
 )
 from engine.domain.quorum import grant_decides
+from engine.domain.reminders import escalation
 
 Override = Mapping[str, Any] | None
 """How a person decides when not as one of the approvers: ``{"override": "admin"}``."""
@@ -281,6 +285,32 @@ def answer(request: TakeoverRequest, sdp_answer: str) -> Outcome:
         vote=None,
         events=(),
         outbox=(),
+        back_to_work=False,
+    )
+
+
+def escalate(request: TakeoverRequest, now: datetime) -> Outcome | None:
+    """A pending request whose escalation is due at ``now``: its ``escalateTo`` join its
+    approvers (``escalated_approvers``; a request naming none keeps none: anyone may decide
+    it already), the due time is cleared so it escalates once, and the escalation notice goes
+    to its channels. None when it is not due, or no longer pending at ``now``."""
+    due = request.escalate_at
+    if due is None or due > now or status_at(request, now) != TakeoverStatus.PENDING:
+        return None
+    widened = escalated_approvers(request)
+    changes: dict[str, Any] = {"escalate_at": None}
+    after = dataclasses.replace(request, escalate_at=None)
+    if widened is not None:
+        changes["approvers"] = list(widened)
+        after = dataclasses.replace(after, approvers=widened)
+    return Outcome(
+        request=after,
+        read_status=request.status,
+        read_approvals=None,
+        changes=changes,
+        vote=None,
+        events=(),
+        outbox=tuple(escalation(request, now)),
         back_to_work=False,
     )
 

@@ -85,13 +85,10 @@ class ExpiryStore(Protocol):
 
 class ReminderStore(Protocol):
     async def queue_reminders(
-        self,
-        now: datetime,
-        *,
-        remind: OutboxFor,
-        escalate: OutboxFor,
-        limit: int = 500,
-    ) -> tuple[list[TakeoverRequest], list[TakeoverRequest]]: ...
+        self, now: datetime, *, remind: OutboxFor, limit: int = 500
+    ) -> tuple[list[TakeoverRequest], list[TakeoverRequest]]:
+        """The due reminders (``remind``'s messages) and escalations
+        (``engine.domain.decisions.escalate``'s outcomes), each queued once."""
 
 
 class OutboxStore(Protocol):

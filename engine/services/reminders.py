@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from engine.domain.reminders import escalation, reminder
+from engine.domain.reminders import reminder
 from engine.ports import Clock
 from engine.ports.store import ReminderStore
 
@@ -22,9 +22,7 @@ from engine.ports.store import ReminderStore
 async def sweep(store: ReminderStore, clock: Clock, wake: Callable[[], None] | None = None) -> int:
     """Queue every reminder and escalation due now; returns how many requests were notified."""
     now = clock.now()
-    reminded, escalated = await store.queue_reminders(
-        now, remind=reminder, escalate=lambda request: escalation(request, now)
-    )
+    reminded, escalated = await store.queue_reminders(now, remind=reminder)
     count = len(reminded) + len(escalated)
     if count and wake is not None:
         wake()

@@ -303,3 +303,44 @@ def test_an_answer_needs_a_granted_request_and_changes_nothing_else(status: str)
     assert outcome.request.sdp_answer == "v=0 answer"
     assert outcome.request.status == TakeoverStatus.GRANTED
     assert not outcome.events and not outcome.outbox and not outcome.back_to_work
+
+
+# (status, escalate_at relative to now, approvers) -> the approvers after, or None (nothing).
+SOON = WHEN["before"]
+ESCALATION_TABLE: list[tuple[str, Any, tuple[str, ...], Any]] = [
+    ("pending", None, ("bob",), None),  # nothing to escalate
+    ("pending", timedelta(seconds=1), ("bob",), None),  # not due yet
+    ("pending", timedelta(0), ("bob",), ("bob", "erin")),  # due now
+    ("pending", -timedelta(minutes=5), ("bob", "erin"), ("bob", "erin")),  # each person once
+    ("pending", -timedelta(minutes=5), (), ()),  # anyone may decide already: none named
+    *((s, -timedelta(minutes=5), ("bob",), None) for s in ("granted", "denied", "released")),
+    *((s, -timedelta(minutes=5), ("bob",), None) for s in ("expired", "cancelled")),
+]
+
+
+@pytest.mark.parametrize(("status", "due", "approvers", "after"), ESCALATION_TABLE)
+def test_escalation_widens_a_pending_request_once(
+    status: str, due: Any, approvers: tuple[str, ...], after: Any
+) -> None:
+    req = request(
+        status,
+        approvers=approvers,
+        escalate_to=("erin",),
+        escalate_at=None if due is None else SOON + due,
+    )
+    outcome = decisions.escalate(req, SOON)
+    if after is None:
+        assert outcome is None
+        return
+    assert outcome is not None and not outcome.back_to_work and not outcome.events
+    assert outcome.request.approvers == after and outcome.request.escalate_at is None
+    assert outcome.changes["escalate_at"] is None
+    assert outcome.changes.get("approvers", []) == list(after)
+    assert outcome.read_status == TakeoverStatus.PENDING
+    (notice,) = outcome.outbox  # into slack:#ops; the page is read, not posted
+    assert notice.payload["notice"] == "escalated" and notice.payload["people"] == ["erin"]
+
+
+def test_a_request_past_its_deadline_does_not_escalate() -> None:
+    req = request(escalate_to=("erin",), escalate_at=WHEN["before"])
+    assert decisions.escalate(req, WHEN["after"]) is None

@@ -15,9 +15,10 @@ from sqlalchemy.engine import Connection
 
 from engine.adapters.store import tables as t
 from engine.adapters.store.base import StoreBase, insert_outbox
+from engine.adapters.store.outcomes import decide_on
 from engine.adapters.store.rows import takeover_from_row
 from engine.adapters.store.statuses import status_in
-from engine.domain.approvers import escalated_approvers
+from engine.domain.decisions import escalate
 from engine.domain.expiry import still_open
 from engine.domain.model import TakeoverRequest, TakeoverStatus
 from engine.domain.records import OutboxFor
@@ -25,32 +26,53 @@ from engine.domain.records import OutboxFor
 
 class ReminderStore(StoreBase):
     async def queue_reminders(
-        self,
-        now: datetime,
-        *,
-        remind: OutboxFor,
-        escalate: OutboxFor,
-        limit: int = 500,
+        self, now: datetime, *, remind: OutboxFor, limit: int = 500
     ) -> tuple[list[TakeoverRequest], list[TakeoverRequest]]:
         """Queue the due reminders and escalations of requests still pending (and not yet
-        expired); returns (reminded, escalated). An escalation widens the request's approvers
-        (``engine.domain.approvers.escalated_approvers``), so the people it asks can decide."""
+        expired); returns (reminded, escalated). An escalation is a decision
+        (``engine.domain.decisions.escalate``: it widens the request's approvers, so the people
+        it asks can decide, and says so), written per request as decisions are."""
 
         def work(conn: Connection) -> tuple[list[TakeoverRequest], list[TakeoverRequest]]:
             tr = t.takeover_requests
             reminded = _claim(conn, self.db.is_sqlite, tr.c.remind_at, now, limit)
-            escalated = _claim(conn, self.db.is_sqlite, tr.c.escalate_at, now, limit)
-            for request in escalated:
-                widened = escalated_approvers(request)
-                if widened is not None:
-                    stmt = update(tr).where(tr.c.id == request.id).values(approvers=list(widened))
-                    conn.execute(stmt)
+            due = _pick(conn, self.db.is_sqlite, tr.c.escalate_at, now, limit)
+            escalated = [
+                outcome
+                for request_id in due
+                if (outcome := decide_on(conn, request_id, lambda r: escalate(r, now)))
+            ]
             messages = [m for r in reminded for m in remind(r)]
-            messages += [m for r in escalated for m in escalate(r)]
+            messages += [m for outcome in escalated for m in outcome.outbox]
             insert_outbox(conn, self, messages, now)
-            return reminded, escalated
+            return reminded, [outcome.request for outcome in escalated]
 
         return await self.db.transact(work)
+
+
+def _due(due: ColumnElement[datetime | None], now: datetime) -> tuple[ColumnElement[bool], ...]:
+    tr = t.takeover_requests
+    return (
+        due.is_not(None),
+        due <= now,
+        status_in(tr.c.status, [TakeoverStatus.PENDING]),
+        still_open(tr.c.expires_at, now),  # about to expire anyway: the expiry notice says it all
+    )
+
+
+def _pick(
+    conn: Connection,
+    is_sqlite: bool,
+    due: ColumnElement[datetime | None],
+    now: datetime,
+    limit: int,
+) -> list[str]:
+    """Up to ``limit`` pending requests whose ``due`` time has come (locked on PostgreSQL,
+    skipping those another sweeper holds)."""
+    pick = select(t.takeover_requests.c.id).where(*_due(due, now)).order_by(due).limit(limit)
+    if not is_sqlite:
+        pick = pick.with_for_update(skip_locked=True)
+    return list(conn.execute(pick).scalars())
 
 
 def _claim(
@@ -61,20 +83,11 @@ def _claim(
     limit: int,
 ) -> list[TakeoverRequest]:
     """Clear ``due`` on up to ``limit`` pending requests whose time has come; return them."""
-    tr = t.takeover_requests
-    condition = (
-        due.is_not(None),
-        due <= now,
-        status_in(tr.c.status, [TakeoverStatus.PENDING]),
-        still_open(tr.c.expires_at, now),  # about to expire anyway: the expiry notice says it all
-    )
-    pick = select(tr.c.id).where(*condition).order_by(due).limit(limit)
-    if not is_sqlite:
-        pick = pick.with_for_update(skip_locked=True)
-    ids = list(conn.execute(pick).scalars())
+    ids = _pick(conn, is_sqlite, due, now, limit)
     if not ids:
         return []
+    tr = t.takeover_requests
     rows = conn.execute(
-        update(tr).where(tr.c.id.in_(ids), *condition).values({due.key: None}).returning(tr)
+        update(tr).where(tr.c.id.in_(ids), *_due(due, now)).values({due.key: None}).returning(tr)
     ).mappings()
     return [takeover_from_row(row) for row in rows]
