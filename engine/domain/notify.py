@@ -1,6 +1,12 @@
 """Which chat messages an event causes. The outbox rows name what to render (a request, a
 notice and its data); dispatchers render the current state when they deliver, per platform.
-Dedupe keys make a repeated event (a retried transaction, a replayed step) queue nothing new."""
+Dedupe keys make a repeated event (a retried transaction, a replayed step) queue nothing new.
+
+Only ``<channel>:<target>`` addresses deliver. An address with no target (a bare name, no
+":") is the approval page, which every request has whatever ``channels:`` says: it shows the
+current state when opened, so it gets no outbox message. The address table
+(``engine.config.channels.CHANNEL_ADDRESSES``) holds one such address; the domain states the
+rule rather than importing the table."""
 
 from __future__ import annotations
 
@@ -9,11 +15,10 @@ from typing import Any
 
 from engine.domain.model import OutboxMessage, TakeoverRequest
 
-WEB = "web"  # the approval page needs no delivery
-
 
 def _deliverable(channels: Iterable[str]) -> list[str]:
-    return [c for c in dict.fromkeys(channels) if c != WEB]
+    """The addresses that get messages, once each: those with a target (module docstring)."""
+    return [c for c in dict.fromkeys(channels) if ":" in c]
 
 
 def new_card(request: TakeoverRequest) -> list[OutboxMessage]:

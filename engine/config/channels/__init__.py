@@ -79,6 +79,8 @@ class ChannelAddress:
 
 
 CHANNEL_ADDRESSES: tuple[ChannelAddress, ...] = (
+    # No target: the approval page, which every request has. Delivery skips every address
+    # without a ":" (engine.domain.notify), so it gets no outbox message.
     ChannelAddress("web", None, "web"),
     ChannelAddress(
         "slack",
