@@ -12,7 +12,7 @@ place that says who may decide and how a decision is applied) by the link's pers
 the link's own is checked here: its signature, its expiry, and its single use.
 
 Single use: a decision through a link is recorded in ``link_uses`` in the decision's own
-transaction (``WebStore.with_link_use``), keyed by (request, person). A second decision through
+transaction (``PageStore.with_link_use``), keyed by (request, person). A second decision through
 it raises ``engine.domain.errors.LinkUsed``; only *Release* may follow a *Take over* made
 through the same link, because a taken-over request waits for exactly that. A decision that
 loses a race (someone else decided first) rolls its use back with it: nothing happened through

@@ -14,13 +14,13 @@ from engine.adapters.store.expiry import ExpiryStore
 from engine.adapters.store.gate import GateStore
 from engine.adapters.store.leases import LeaseStore
 from engine.adapters.store.outbox import OutboxStore
+from engine.adapters.store.pages import PageStore
 from engine.adapters.store.queue import QueueStore
 from engine.adapters.store.records import RecordStore
 from engine.adapters.store.reminders import ReminderStore
 from engine.adapters.store.replays import ReplayStore
 from engine.adapters.store.runs import RunStore
 from engine.adapters.store.takeovers import TakeoverStore
-from engine.adapters.store.web import WebStore
 
 T = TypeVar("T")
 
@@ -38,7 +38,7 @@ class SqlStore(
     CallStore,
     ReminderStore,
     QueueStore,
-    WebStore,
+    PageStore,
     ReplayStore,
 ):
     """Every store operation, on SQLite or PostgreSQL. Each method is one transaction."""

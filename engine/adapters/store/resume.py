@@ -34,7 +34,7 @@ class ResumeStore(StoreBase):
     """What every decision that hands a run back shares: its transaction, and the run queued
     or claimed for the deciding replica's worker."""
 
-    if TYPE_CHECKING:  # ``WebStore``'s, in ``SqlStore``
+    if TYPE_CHECKING:  # ``PageStore``'s, in ``SqlStore``
 
         async def with_link_use(self, use: LinkUse, decide: Callable[[Connection], T]) -> T: ...
 

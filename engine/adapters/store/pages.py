@@ -1,5 +1,5 @@
-"""What the web pages need from the store: single-use approval links, the console's reads,
-and the local admin's one-time sign-in token.
+"""What the pages need from the store: single-use approval links, the console's reads, and
+the local admin's one-time sign-in token.
 
 A decision through a signed link must be recorded as a *use* of that link in the decision's own
 transaction: otherwise a crash between the two leaves either a decision whose link still works
@@ -35,7 +35,7 @@ def _use(row: Any) -> LinkUse:
     return LinkUse(row["request_id"], row["person"], row["action"], row["used_at"])
 
 
-class WebStore(StoreBase):
+class PageStore(StoreBase):
     # -- single-use approval links -----------------------------------------------------------
 
     async def link_use(self, request_id: str, person: str) -> LinkUse | None:
