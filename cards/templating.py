@@ -12,7 +12,8 @@ filters on these; the templates live in ``cards/templates/<channel>/`` beside th
   and each of those applies ``visible`` first. Rendered output is parsed with ``json.loads``,
   so a template slip is an error, never a malformed card.
 * **HTML.** ``autoescape=True``, and ``finalize`` passes every non-``Markup`` value through
-  ``visible`` before jinja2 escapes it.
+  ``visible`` before jinja2 escapes it: one environment builder, ``cards.html``, for the web
+  channel's cards and the server's pages alike.
 """
 
 from __future__ import annotations

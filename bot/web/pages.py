@@ -1,11 +1,11 @@
 """Rendering pages: one jinja2 environment with the cards' escaping rules, and errors shown as
 pages (the REST API keeps its JSON errors). Their security headers are ``bot.hygiene``'s.
 
-Escaping: ``autoescape`` is on for every template, and ``finalize`` is the cards' web finalizer
-(``cards.web.templating.WEB``): every interpolated value that is not already ``Markup`` goes through
-``cards.text.visible`` (invisible and look-altering characters written as ``\\uXXXX``) before
-jinja2 escapes it. The only ``Markup`` a page receives is the card fragment that
-``cards.web.render.render_web_card`` produced under the same rules.
+Escaping: the environment is the cards' HTML one (``cards.html.html_environment``):
+``autoescape`` is on for every template, and every interpolated value that is not already
+``Markup`` goes through ``cards.text.visible`` (invisible and look-altering characters written
+as ``\\uXXXX``) before jinja2 escapes it. The only ``Markup`` a page receives is the card
+fragment that ``cards.web.render.render_web_card`` produced under the same rules.
 """
 
 from __future__ import annotations
@@ -21,21 +21,13 @@ from aiohttp import web
 from bot.api.errors import status_for
 from bot.api.routing import Handler
 from bot.web.context import web_context
-from cards.web.templating import WEB as CARDS_WEB
+from cards.html import html_environment
 from engine.domain.errors import SignoffError
 from engine.domain.timeline import human_duration
 
 log = logging.getLogger(__name__)
 
-ENV = jinja2.Environment(
-    loader=jinja2.PackageLoader("bot", "templates"),
-    autoescape=True,
-    finalize=CARDS_WEB.finalize,
-    undefined=jinja2.StrictUndefined,
-    trim_blocks=True,
-    lstrip_blocks=True,
-)
-ENV.filters.update({name: CARDS_WEB.filters[name] for name in ("iso", "plain_date", "clip")})
+ENV = html_environment(jinja2.PackageLoader("bot", "templates"))
 ENV.filters["duration"] = human_duration
 # Milliseconds, for the countdown script (bot/static/approval.js), which parses it.
 ENV.filters["iso_ms"] = lambda moment: moment.astimezone(UTC).isoformat(timespec="milliseconds")
