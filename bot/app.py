@@ -1,5 +1,6 @@
-"""The aiohttp application factory: configuration, engine, REST API and every channel in the
-registry (``bot.channels``; chat ones when configured), on one server."""
+"""The aiohttp application factory: configuration, engine, REST API, the console and the pages
+every channel shares (``bot.console``), and every channel in the registry (``bot.channels``;
+chat ones when configured), on one server."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from bot.api.auth import auth_middleware
 from bot.api.errors import error_middleware
 from bot.api.routing import Handler, mount
 from bot.channels import install_channels
+from bot.console import install as install_console
 from bot.hygiene import add_headers, input_middleware
 from bot.keys import CONFIG, ENGINE
 from bot.metrics import LATENCY, REQUESTS
@@ -79,6 +81,7 @@ def create_app(
     app[CONFIG] = config
     app[ENGINE] = engine
     mount(app, route_tables())
+    install_console(app, engine)  # not a channel; its page context and links come first
     install_channels(app, engine)
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:

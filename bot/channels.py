@@ -1,9 +1,12 @@
 """The channels, in the order they install: the one registry (``bot.plugin`` says what each
 registers). Adding a channel adds its package and a line here; nothing else names it.
 
-The web installs before the webhook channel, whose messages carry the approval page's signed
-links. The channel packages import a lot (the chat SDKs, the web server): they are imported on
-first use of ``CHANNELS`` (or ``channels()``), so that ``bot.cli`` reads ``COMMANDS`` cheaply.
+The console (``bot.console``, not a channel) installs before all of them, from the app factory:
+it holds the page context the approval page reads and the signed links the webhook channel's
+messages carry (``app[LINKS]``).
+
+The channel packages import a lot (the chat SDKs, the web server): they are imported on first
+use of ``CHANNELS`` (or ``channels()``), so that ``bot.cli`` reads ``COMMANDS`` cheaply.
 """
 
 from __future__ import annotations

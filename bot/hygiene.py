@@ -36,13 +36,14 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Frame-Options": "DENY",
 }
-_WEB_PREFIXES = ("/console", "/approvals")
+_PAGE_PREFIXES = ("/console", "/approvals")
 _CACHEABLE = ("/static/", "/favicon.ico")  # files that never hold anyone's data
 _FORMS = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
-def is_web_path(path: str) -> bool:
-    return any(path == p or path.startswith(p + "/") for p in _WEB_PREFIXES)
+def is_page_path(path: str) -> bool:
+    """A path of the server's pages that take forms: the console's and the approval page's."""
+    return any(path == p or path.startswith(p + "/") for p in _PAGE_PREFIXES)
 
 
 def stamp(response: web.StreamResponse, path: str, *, hsts: bool) -> None:
@@ -97,12 +98,12 @@ async def input_middleware(request: web.Request, handler: Handler) -> web.Stream
     JSON error; a page on the web paths)."""
     if is_api_path(request.path):
         check_request_text(request)  # error_middleware turns InvalidRequest into JSON
-    elif is_web_path(request.path):
+    elif is_page_path(request.path):
         try:
             check_request_text(request)
             await check_form(request)
         except InvalidRequest as exc:
-            from bot.web.pages import message  # the web package imports the API's errors
+            from bot.console.pages import message  # bot.console imports the API's errors
 
             return await message(request, 400, "Not accepted", exc.message)
     return await handler(request)

@@ -52,7 +52,7 @@ def error_response(http_status: int, code: str, message: str, **extra: object) -
     return json_response(body, status=http_status)
 
 
-# JSON errors for the API only; web pages render their own (bot.web.pages).
+# JSON errors for the API only; web pages render their own (bot.console.pages).
 _API_PATHS = frozenset({"/v1", "/healthz", "/readyz", "/openapi.json"})
 
 

@@ -1,5 +1,5 @@
 """``signoff demo``: start a run of the refund-demo workflow and print its approval link
-(``bot.web.demo``, imported only when the command runs)."""
+(``bot.console.demo``, imported only when the command runs)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def add_parser(subparsers: Any) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     import asyncio
 
-    from bot.web.demo import run_demo
+    from bot.console.demo import run_demo
 
     config = load(args.config)
     require_migrated(config)

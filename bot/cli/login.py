@@ -20,7 +20,7 @@ def add_parser(sub: Any) -> None:
 def cmd_login_link(args: argparse.Namespace) -> int:
     """Print a fresh one-time sign-in link for the local admin, as ``signoff serve`` does at
     start (the link printed before stops working: one link is valid at a time)."""
-    from bot.web.login import local_admin_link
+    from bot.console.login import local_admin_link
 
     config = load(args.config)
     if not config.database.is_sqlite:

@@ -36,9 +36,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
 
     from bot.app import create_app
+    from bot.console.login import local_admin_link
     from bot.hygiene import wants_hsts
     from bot.serving import serve
-    from bot.web.login import local_admin_link
 
     app = create_app(config, _engine_options())
     print(

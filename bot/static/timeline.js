@@ -1,4 +1,4 @@
-// The run page's live timeline: append the entries the server streams (bot/web/events.py), and
+// The run page's live timeline: append the entries the server streams (bot/console/events.py), and
 // swap in the status badge and the "Waiting for" section when they change. The server renders
 // and escapes every fragment; this only places them. Without JavaScript the page still shows
 // the run as it was when loaded.

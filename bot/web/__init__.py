@@ -1,68 +1,28 @@
-"""The web front end, server-rendered with jinja2 on the API's aiohttp application:
+"""The web channel: ``web`` in ``channels:`` is the approval page at every request's
+``approvalUrl`` (``approval``), server-rendered with the cards' HTML (``cards.web``).
 
-* ``/approvals/{id}``: the approval page at every request's ``approvalUrl`` (``approval``);
-* ``/console``: the operator console, queue, runs and live run timelines (``console``,
-  ``events``), behind an API-token sign-in (``login``, ``security``);
-* ``/static/``: one stylesheet, the pages' small scripts and the icon; ``/favicon.ico``,
-  ``/privacy``, ``/terms`` and the 404 page in the site's layout (``site``).
-
-Its signed approval links (``app[LINKS]``) are the ones other channels' messages carry.
-
-Pages are readable without JavaScript (only the live timeline uses it), work on a phone-sized
-screen and load nothing from elsewhere.
+Every request has the page, so the address needs no delivery (``engine.domain.notify``). The
+page runs on what the console installs first (``bot.console``): the page context, its sessions
+and the signed approval links.
 """
 
 from __future__ import annotations
 
-import logging
-from pathlib import Path
-
 from aiohttp import web
 
-from bot.keys import LINKS
+from bot.console.context import PAGES
 from bot.plugin import Channel
-from bot.web import approval, console, events, login, site
-from bot.web.context import WEB, WebContext
-from bot.web.security import Sessions
+from bot.web import approval
 from engine.assembly import Engine
-from engine.services.links import ApprovalLinks, Signer
-
-log = logging.getLogger(__name__)
 
 NAME = "web"  # in channels: the approval page itself, which needs no delivery
-STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 
 
 def install(app: web.Application, engine: Engine) -> None:
-    """Mount the pages and static files on ``app``; share the signed links (``app[LINKS]``)."""
-    server = engine.config.server
-    signer = Signer(server.secret_key)
-    if signer.ephemeral:
-        log.warning(
-            "server.secretKey is empty: approval links and console sessions are signed with a "
-            "random key of this process, so they stop working when it restarts, and signoff "
-            "demo cannot sign links (set SIGNOFF_SECRET_KEY)"
-        )
-    links = ApprovalLinks(engine, signer)
-    sessions = Sessions(
-        signer,
-        engine.tokens,
-        engine.clock,
-        secure=server.public_url.startswith("https://"),
-        config=engine.config,
-    )
-    ctx = WebContext(engine, links, sessions)
-    app[WEB] = ctx
-    app[LINKS] = links
-    for table in (approval.routes, console.routes, events.routes, login.routes, site.routes):
-        app.router.add_routes(table)
-    app.middlewares.append(site.not_found_pages)  # innermost: sees the router's 404
-    app.router.add_static("/static/", STATIC_DIR)
-
-    async def stop_streams(_: web.Application) -> None:
-        ctx.closing.set()
-
-    app.on_shutdown.append(stop_streams)
+    """Mount the approval page; it reads the page context the console installed."""
+    if PAGES not in app:
+        raise RuntimeError("install the console (bot.console.install) before the web channel")
+    app.router.add_routes(approval.routes)
 
 
 CHANNEL = Channel(NAME, install)

@@ -4,7 +4,7 @@ Who may decide here, in order:
 
 * a signed link (``?p=&exp=&sig=``, ``engine.services.links``): its person, once, until the request
   expires; the only identity that needs no sign-in, which is why chat and webhooks carry it;
-* a console session (``bot.web.security``): the signed-in approver or admin;
+* a console session (``bot.console.security``): the signed-in approver or admin;
 * nobody: the page says only that a request exists, with a way to sign in that comes back here.
 
 What it asks (summary, arguments, reason, approvers, history) is shown only to those who may see
@@ -30,11 +30,11 @@ from markupsafe import Markup
 from bot import replies
 from bot.api.errors import status_for
 from bot.api.views import approval_url
+from bot.console.context import PageContext, page_context
+from bot.console.login import login_url
+from bot.console.pages import page, redirect, render
+from bot.console.security import CSRF_FIELD
 from bot.replies import Refusal
-from bot.web.context import WebContext, web_context
-from bot.web.login import login_url
-from bot.web.pages import page, redirect, render
-from bot.web.security import CSRF_FIELD
 from cards.templating import plain_date
 from cards.view import build_view
 from cards.web.render import render_web_card
@@ -70,7 +70,7 @@ def _expired(request: TakeoverRequest, now: datetime) -> bool:
 
 
 def situation(
-    ctx: WebContext, request: TakeoverRequest, viewer: Viewer, now: datetime
+    ctx: PageContext, request: TakeoverRequest, viewer: Viewer, now: datetime
 ) -> Situation:
     """What the viewer may do with the request now, and what the page says about it."""
     who, link, use = viewer.principal, viewer.link, viewer.use
@@ -110,7 +110,7 @@ def situation(
     return Situation(200, None, "info", True)
 
 
-async def _viewer(ctx: WebContext, request: web.Request, request_id: str) -> Viewer:
+async def _viewer(ctx: PageContext, request: web.Request, request_id: str) -> Viewer:
     link = ctx.links.parse(request_id, request.query)  # Forbidden for an altered link
     if link is None:
         return Viewer(await ctx.sessions.principal(request))
@@ -127,7 +127,7 @@ async def show(
     request: web.Request, request_id: str, *, problem: str | None = None, status: int | None = None
 ) -> web.Response:
     """The page for ``request_id`` as the viewer sees it; ``problem`` reports a refused POST."""
-    ctx = web_context(request)
+    ctx = page_context(request)
     engine = ctx.engine
     viewer = await _viewer(ctx, request, request_id)
     takeover = await engine.queries.get_takeover(request_id)
@@ -187,7 +187,7 @@ async def approval_page(request: web.Request) -> web.StreamResponse:
 @routes.post("/approvals/{id}")
 @page
 async def decide(request: web.Request) -> web.StreamResponse:
-    ctx = web_context(request)
+    ctx = page_context(request)
     request_id = request.match_info["id"]
     form = await request.post()
     ctx.sessions.check_csrf(request, form.get(CSRF_FIELD))

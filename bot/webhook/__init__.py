@@ -1,8 +1,8 @@
 """The webhook channel: ``webhook:<name>`` in ``channels:`` posts each card, card update and
 notice as signed JSON to the URL ``webhooks.<name>`` configures (``bot.webhook.sink``). The
-body carries the cards' approval view
-and the signed decision links of the approval page (``app[LINKS]``), so this channel installs
-after the web one (``bot.channels``).
+body carries the cards' approval view and the signed decision links of the approval page
+(``app[LINKS]``), which the console (``bot.console``) shares before any channel installs
+(``bot.app``).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ noop:
     - {id: note, type: connector, connector: demo-ledger, action: note, args: {text: hi}}
 """
 CHAT = ("bot.slack", "bot.teams")  # platform endpoints, described by the platforms
-WEB = ("bot.web",)  # the server-rendered pages
+WEB = ("bot.web", "bot.console")  # the server-rendered pages
 
 
 def _from(route: web.AbstractRoute, packages: tuple[str, ...]) -> bool:

@@ -10,8 +10,8 @@ from http.cookies import SimpleCookie
 import pytest
 from aiohttp import ClientSession, CookieJar
 
+from bot.console.login import LOCAL_ADMIN
 from bot.tokens import hash_token, new_token
-from bot.web.login import LOCAL_ADMIN
 from engine.domain.model import Role, RunStatus
 from tests.support.api import Api, running_api
 from tests.support.clock import ManualClock

@@ -16,7 +16,7 @@ from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient, TestServer
 
 from bot.app import create_app
-from bot.web.context import WEB, WebContext
+from bot.console.context import PAGES, PageContext
 from engine.assembly import Engine, EngineOptions
 from engine.config import AppConfig, parse_config
 from engine.domain.model import TakeoverRequest, TakeoverStatus
@@ -58,10 +58,10 @@ def local(url: str) -> str:
     return parts.path + (f"?{parts.query}" if parts.query else "")
 
 
-def web_of(client: TestClient[Any, Any]) -> WebContext:
+def web_of(client: TestClient[Any, Any]) -> PageContext:
     app = client.server.app
     assert app is not None
-    return app[WEB]
+    return app[PAGES]
 
 
 async def page(client: TestClient[Any, Any], path: str) -> tuple[int, str]:

@@ -138,7 +138,7 @@ def test_sqlalchemy_and_jinja2_stay_where_design_puts_them():
     for package, allowed in CONFINED.items():
         importers = graph.find_modules_that_directly_import(package)
         assert importers, f"nothing imports {package}: the check would prove nothing"
-        # The front ends render with jinja2 (cards/, bot/web/): that confinement is engine's.
+        # The front ends render with jinja2 (cards/, bot/console/): that confinement is engine's.
         scope = ("engine",) if package == "jinja2" else PACKAGES
         strays = {m for m in importers if m.split(".")[0] in scope and not m.startswith(allowed)}
         assert strays == set(), f"{package} imported outside {allowed}"

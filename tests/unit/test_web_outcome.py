@@ -1,11 +1,11 @@
-"""bot.web.outcome: what an ended run's approvals came to (the console's badge)."""
+"""bot.console.outcome: what an ended run's approvals came to (the console's badge)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
 
-from bot.web.outcome import open_requests, run_outcome
+from bot.console.outcome import open_requests, run_outcome
 from cards.samples import sample_request, sample_run
 from engine.domain.model import RunStatus, TakeoverRequest, TakeoverStatus, TimeoutBehavior
 

@@ -11,9 +11,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from bot.console.demo import start_demo
+from bot.console.login import LOCAL_ADMIN
 from bot.tokens import hash_token, new_token
-from bot.web.demo import start_demo
-from bot.web.login import LOCAL_ADMIN
 from engine.domain.model import Role, RunStatus, TakeoverStatus
 from tests.support.api import Api
 from tests.support.clock import ManualClock

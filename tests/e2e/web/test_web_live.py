@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bot.web.demo import start_demo
+from bot.console.demo import start_demo
 from engine.domain.model import TakeoverStatus
 from tests.support.api import Api
 from tests.support.clock import ManualClock

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from bot.api.errors import is_api_path
 from bot.api.routing import Handler
-from bot.web.pages import message, page, render
+from bot.console.pages import message, page, render
 
 routes = web.RouteTableDef()
 FAVICON = Path(__file__).resolve().parent.parent / "static" / "favicon.ico"

@@ -3,7 +3,7 @@
 ``GET /console/runs/{id}/events?after=<seq>`` (or the browser's ``Last-Event-ID`` when it
 reconnects) sends every entry after ``seq`` as an ``item`` event, an HTML fragment rendered by
 the same template as the page (so escaping happens here, once, and the script only appends it),
-then polls the store every ``WebContext.poll_seconds`` for more. A ``status`` event carries the
+then polls the store every ``PageContext.poll_seconds`` for more. A ``status`` event carries the
 run's status when it changes, and ``replace`` events the page's status badge (with the outcome
 of its approvals once it has ended) and its "Waiting for" section whenever they change (a
 fragment whose root element's id says which element it replaces); when the run has ended, an
@@ -18,9 +18,9 @@ import asyncio
 
 from aiohttp import web
 
-from bot.web.context import WebContext, web_context
-from bot.web.outcome import open_requests, run_outcome
-from bot.web.pages import fragment
+from bot.console.context import PageContext, page_context
+from bot.console.outcome import open_requests, run_outcome
+from bot.console.pages import fragment
 from engine.domain.errors import NotFound
 from engine.domain.model import TERMINAL_RUN_STATUSES, Run
 from engine.domain.timeline import TimelineReader
@@ -45,7 +45,7 @@ def event_text(event: str, data: str, event_id: int | None = None) -> bytes:
     return ("\n".join(lines) + "\n\n").encode()
 
 
-async def _closing(ctx: WebContext, seconds: float) -> bool:
+async def _closing(ctx: PageContext, seconds: float) -> bool:
     try:
         await asyncio.wait_for(ctx.closing.wait(), seconds)
     except TimeoutError:
@@ -53,7 +53,7 @@ async def _closing(ctx: WebContext, seconds: float) -> bool:
     return True
 
 
-async def _facts(ctx: WebContext, run: Run) -> dict[str, str]:
+async def _facts(ctx: PageContext, run: Run) -> dict[str, str]:
     """The status badge and the "Waiting for" section as the page renders them, for a
     ``replace`` event each (the script swaps the element with the same id)."""
     requests = await ctx.engine.queries.list_takeovers(run_id=run.id, limit=1000)
@@ -66,7 +66,7 @@ async def _facts(ctx: WebContext, run: Run) -> dict[str, str]:
 
 @routes.get("/console/runs/{id}/events")
 async def run_events(request: web.Request) -> web.StreamResponse:
-    ctx = web_context(request)
+    ctx = page_context(request)
     if await ctx.sessions.principal(request) is None:
         return web.Response(status=401, text="sign in to the console first")
     store = ctx.engine.queries

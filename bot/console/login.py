@@ -16,10 +16,10 @@ from urllib.parse import urlencode, urlsplit
 
 from aiohttp import web
 
+from bot.console.context import page_context
+from bot.console.pages import page, redirect, render
+from bot.console.security import CONSOLE_ROLES, CSRF_FIELD
 from bot.tokens import hash_token, new_token
-from bot.web.context import web_context
-from bot.web.pages import page, redirect, render
-from bot.web.security import CONSOLE_ROLES, CSRF_FIELD
 from engine.config import AppConfig
 from engine.domain.errors import InvalidRequest, SignoffError
 from engine.domain.model import ApiToken, Role
@@ -50,7 +50,7 @@ def safe_next(raw: object) -> str:
 @routes.get("/console/login")
 @page
 async def login_page(request: web.Request) -> web.StreamResponse:
-    ctx = web_context(request)
+    ctx = page_context(request)
     target = safe_next(request.query.get("next"))
     once = request.query.get("once")
     if once is None and await ctx.sessions.principal(request) is not None:
@@ -61,7 +61,7 @@ async def login_page(request: web.Request) -> web.StreamResponse:
 @routes.post("/console/login")
 @page
 async def login(request: web.Request) -> web.StreamResponse:
-    ctx = web_context(request)
+    ctx = page_context(request)
     tokens = ctx.engine.tokens
     form = await request.post()
     ctx.sessions.check_csrf(request, form.get(CSRF_FIELD))
@@ -93,7 +93,7 @@ async def _refused(request: web.Request, target: str, status: int, problem: str)
 @routes.post("/console/logout")
 @page
 async def logout(request: web.Request) -> web.StreamResponse:
-    ctx = web_context(request)
+    ctx = page_context(request)
     form = await request.post()
     ctx.sessions.check_csrf(request, form.get(CSRF_FIELD))
     response = redirect("/console/login")

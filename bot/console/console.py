@@ -1,8 +1,8 @@
 """The operator console: the queue of pending approvals, the runs, and a run's timeline.
 
-Every console page needs a session (``bot.web.security``); without one it sends the browser to
+Every console page needs a session (``bot.console.security``); without one it sends the browser to
 the sign-in page and back. The run page is readable without JavaScript; its script only appends
-what the live stream (``bot.web.events``) sends.
+what the live stream (``bot.console.events``) sends.
 """
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ from typing import Any
 from aiohttp import web
 
 from bot.api.routing import Handler
-from bot.web.context import WebContext, web_context
-from bot.web.demo import DEMO_WORKFLOW, has_demo, start_demo
-from bot.web.login import login_url
-from bot.web.outcome import open_requests, run_outcome
-from bot.web.pages import page, redirect, render
-from bot.web.security import CSRF_FIELD
+from bot.console.context import PageContext, page_context
+from bot.console.demo import DEMO_WORKFLOW, has_demo, start_demo
+from bot.console.login import login_url
+from bot.console.outcome import open_requests, run_outcome
+from bot.console.pages import page, redirect, render
+from bot.console.security import CSRF_FIELD
 from cards.view import build_view
+from engine.config.channels import CHANNEL_ADDRESSES
 from engine.domain.errors import InvalidRequest
 from engine.domain.model import TERMINAL_RUN_STATUSES, RunStatus
 from engine.domain.timeline import TimelineReader, minutes_text
@@ -29,6 +30,9 @@ from engine.services.approval_queue import QueueFilter
 
 routes = web.RouteTableDef()
 CONSOLE_PAGE = 100
+# The addresses with no target (the approval page): every request has them, so the queue's
+# channel filter always offers them, whatever the requests shown list.
+_EVERY_REQUEST = frozenset(a.name for a in CHANNEL_ADDRESSES if a.target is None)
 
 
 def console_page(handler: Handler) -> Handler:
@@ -36,7 +40,7 @@ def console_page(handler: Handler) -> Handler:
 
     @functools.wraps(handler)
     async def wrapped(request: web.Request) -> web.StreamResponse:
-        if await web_context(request).sessions.principal(request) is None:
+        if await page_context(request).sessions.principal(request) is None:
             return redirect(login_url(request.path_qs if request.method == "GET" else "/console"))
         return await handler(request)
 
@@ -55,7 +59,7 @@ async def home(request: web.Request) -> web.StreamResponse:
 @routes.get("/console")
 @console_page
 async def queue(request: web.Request) -> web.StreamResponse:
-    ctx = web_context(request)
+    ctx = page_context(request)
     engine = ctx.engine
     where = QueueFilter(_choice(request, "workflow"), _choice(request, "channel"),
                         _choice(request, "approver"))  # fmt: skip
@@ -70,7 +74,7 @@ async def queue(request: web.Request) -> web.StreamResponse:
          _age(now, e.request.created_at))
         for e in entries
     ]  # fmt: skip
-    channels = sorted({c for e in entries for c in e.request.channels} | {"web"})
+    channels = sorted({c for e in entries for c in e.request.channels} | _EVERY_REQUEST)
     return await render(
         request,
         "queue.html.j2",
@@ -88,7 +92,7 @@ async def queue(request: web.Request) -> web.StreamResponse:
 @routes.get("/console/runs")
 @console_page
 async def runs(request: web.Request) -> web.StreamResponse:
-    engine = web_context(request).engine
+    engine = page_context(request).engine
     status_raw = _choice(request, "status")
     try:
         status = RunStatus(status_raw) if status_raw else None
@@ -113,7 +117,7 @@ async def runs(request: web.Request) -> web.StreamResponse:
 @routes.get("/console/runs/{id}")
 @console_page
 async def run_page(request: web.Request) -> web.StreamResponse:
-    ctx = web_context(request)
+    ctx = page_context(request)
     store = ctx.engine.queries
     run, journal = await store.run_and_journal(request.match_info["id"])
     items = TimelineReader().read(journal)
@@ -135,7 +139,7 @@ async def run_page(request: web.Request) -> web.StreamResponse:
 @routes.post("/console/demo")
 @console_page
 async def demo(request: web.Request) -> web.StreamResponse:
-    ctx: WebContext = web_context(request)
+    ctx: PageContext = page_context(request)
     form = await request.post()
     ctx.sessions.check_csrf(request, form.get(CSRF_FIELD))
     run = await start_demo(ctx.engine)

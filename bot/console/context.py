@@ -1,5 +1,6 @@
 """What every page handler reaches through the application: the engine, the link signer, the
-session keeper and the template environment, held in one ``WebContext``."""
+session keeper and the template environment, held in one ``PageContext`` (``app[PAGES]``), which
+the console installs (``bot.console.install``) and the approval page reads too."""
 
 from __future__ import annotations
 
@@ -8,13 +9,13 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from bot.web.security import Sessions
+from bot.console.security import Sessions
 from engine.assembly import Engine
 from engine.services.links import ApprovalLinks
 
 
 @dataclass
-class WebContext:
+class PageContext:
     engine: Engine
     links: ApprovalLinks
     sessions: Sessions
@@ -27,8 +28,8 @@ class WebContext:
         return self.engine.config.server.public_url
 
 
-WEB = web.AppKey("signoff_web", WebContext)
+PAGES = web.AppKey("signoff_pages", PageContext)
 
 
-def web_context(request: web.Request) -> WebContext:
-    return request.app[WEB]
+def page_context(request: web.Request) -> PageContext:
+    return request.app[PAGES]

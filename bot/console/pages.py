@@ -20,7 +20,7 @@ from aiohttp import web
 
 from bot.api.errors import status_for
 from bot.api.routing import Handler
-from bot.web.context import web_context
+from bot.console.context import page_context
 from cards.html import html_environment
 from engine.domain.errors import SignoffError
 from engine.domain.timeline import human_duration
@@ -48,7 +48,7 @@ async def render(
     request: web.Request, template: str, *, status: int = 200, **context: Any
 ) -> web.Response:
     """A whole page: ``who`` (the signed-in principal) and ``csrf_token`` are always there."""
-    ctx = web_context(request)
+    ctx = page_context(request)
     who = await ctx.sessions.principal(request)
     csrf = ctx.sessions.csrf_token(request)
     html = ENV.get_template(template).render(who=who, csrf_token=csrf, **context)
