@@ -28,7 +28,7 @@ against ``expire`` by a test.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -175,6 +175,23 @@ def _outcome(
     )
 
 
+def _unjournaled(
+    request: TakeoverRequest, changes: dict[str, Any], outbox: Sequence[OutboxMessage] = ()
+) -> Outcome:
+    """A change to a request that journals nothing and puts nothing back to work (an answer,
+    an escalation): guarded by its status as read, with ``outbox``'s messages."""
+    return Outcome(
+        request=dataclasses.replace(request, **changes),
+        read_status=request.status,
+        read_approvals=None,
+        changes=changes,
+        vote=None,
+        events=(),
+        outbox=tuple(outbox),
+        back_to_work=False,
+    )
+
+
 def grant(
     request: TakeoverRequest,
     person: str,
@@ -276,17 +293,7 @@ def answer(request: TakeoverRequest, sdp_answer: str) -> Outcome:
             f"request {request.id} is {request.status}; an answer needs a granted request",
             current=request.status.value,
         )
-    changes: dict[str, Any] = {"sdp_answer": sdp_answer}
-    return Outcome(
-        request=dataclasses.replace(request, sdp_answer=sdp_answer),
-        read_status=request.status,
-        read_approvals=None,
-        changes=changes,
-        vote=None,
-        events=(),
-        outbox=(),
-        back_to_work=False,
-    )
+    return _unjournaled(request, {"sdp_answer": sdp_answer})
 
 
 def escalate(request: TakeoverRequest, now: datetime) -> Outcome | None:
@@ -299,20 +306,9 @@ def escalate(request: TakeoverRequest, now: datetime) -> Outcome | None:
         return None
     widened = escalated_approvers(request)
     changes: dict[str, Any] = {"escalate_at": None}
-    after = dataclasses.replace(request, escalate_at=None)
     if widened is not None:
-        changes["approvers"] = list(widened)
-        after = dataclasses.replace(after, approvers=widened)
-    return Outcome(
-        request=after,
-        read_status=request.status,
-        read_approvals=None,
-        changes=changes,
-        vote=None,
-        events=(),
-        outbox=tuple(escalation(request, now)),
-        back_to_work=False,
-    )
+        changes["approvers"] = widened
+    return _unjournaled(request, changes, escalation(request, now))
 
 
 def expire(request: TakeoverRequest, now: datetime) -> Outcome | None:

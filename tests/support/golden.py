@@ -243,15 +243,20 @@ async def _parked_at_second_approval(engine: Engine) -> list[str]:
     (first,) = await engine.store.list_takeovers(run_id=run.id)
     engine.clock.advance(minutes=2)  # type: ignore[attr-defined]
     await engine.approvals.grant(first.id, person("bob"), release=True, notes="fine")
+    await _parked_at_second(engine, run.id)
+    return [run.id]
+
+
+async def _parked_at_second(engine: Engine, run_id: str) -> None:
+    """Wait until the run has parked again, at its second request."""
 
     async def parked_again() -> bool:
         return (
-            len(await engine.store.list_takeovers(run_id=run.id)) == 2
-            and (await engine.store.get_run(run.id)).status == RunStatus.WAITING
+            len(await engine.store.list_takeovers(run_id=run_id)) == 2
+            and (await engine.store.get_run(run_id)).status == RunStatus.WAITING
         )
 
     await wait_for(parked_again)
-    return [run.id]
 
 
 async def _parked_child(engine: Engine) -> list[str]:
@@ -291,14 +296,7 @@ async def _admin_override(engine: Engine) -> list[str]:
     engine.clock.advance(minutes=1)  # type: ignore[attr-defined]
     admin = person("alice", Role.ADMIN)  # not among the approvers: an override
     await engine.approvals.grant(first.id, admin, release=True, notes="carol is away")
-
-    async def parked_again() -> bool:
-        return (
-            len(await engine.store.list_takeovers(run_id=run.id)) == 2
-            and (await engine.store.get_run(run.id)).status == RunStatus.WAITING
-        )
-
-    await wait_for(parked_again)
+    await _parked_at_second(engine, run.id)
     return [run.id]
 
 

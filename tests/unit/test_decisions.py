@@ -335,7 +335,7 @@ def test_escalation_widens_a_pending_request_once(
     assert outcome is not None and not outcome.back_to_work and not outcome.events
     assert outcome.request.approvers == after and outcome.request.escalate_at is None
     assert outcome.changes["escalate_at"] is None
-    assert outcome.changes.get("approvers", []) == list(after)
+    assert tuple(outcome.changes.get("approvers", ())) == after
     assert outcome.read_status == TakeoverStatus.PENDING
     (notice,) = outcome.outbox  # into slack:#ops; the page is read, not posted
     assert notice.payload["notice"] == "escalated" and notice.payload["people"] == ["erin"]
