@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from engine.adapters.clock import SystemClock
+from engine.adapters.store.db import Database
 from engine.adapters.store.dbclock import DatabaseClock
 from engine.assembly import Engine
 from engine.domain.model import RunStatus, TakeoverStatus
@@ -71,11 +72,14 @@ async def test_the_database_clock_sleeps_on_its_local_clock(database) -> None:
     await asyncio.wait_for(sleeper, 1)
 
 
-async def test_the_offset_is_measured_again_on_the_local_clock(database) -> None:
+@pytest.mark.postgres
+async def test_the_offset_is_measured_again_on_the_local_clock(
+    migrated_postgres_url: str,
+) -> None:
     """The offset is measured at start and then every ``resync_seconds`` of the local clock:
-    moving a manual clock by that much measures it again, nothing else does."""
-    if database.is_sqlite:
-        pytest.skip("SQLite has one process: the engine follows no database clock there")
+    moving a manual clock by that much measures it again, nothing else does. PostgreSQL only:
+    on SQLite (one process) the engine follows no database clock."""
+    database = Database(migrated_postgres_url)
     local = ManualClock()
     clock = DatabaseClock(database, local, resync_seconds=60)
     clock.start()
@@ -89,3 +93,4 @@ async def test_the_offset_is_measured_again_on_the_local_clock(database) -> None
         await until(lambda: clock.offset != stale, what="the offset measured again")
     finally:
         await clock.stop()
+        await database.dispose()
