@@ -2,6 +2,7 @@
 
     python bench/peers.py [--runs 1000] [--sample 200] [--rounds 1]
                           [--systems signoff,signoff-http,langgraph,dbos] [--dir DIR]
+                          [--against CHECKOUT]
 
 The scenario, for every system: N runs of ``prepare -> wait for a human -> act``. Park them all,
 then deliver every approval. Each system runs in a child process of its own (clean RSS and
@@ -59,6 +60,11 @@ Figures (printed, never asserted):
 files); the table gives each figure's median over the rounds, and the ratios are also given
 round by round with their median. The machine's speed can change by a third within minutes
 here: a ratio between systems measured in one round is the steadier figure.
+
+``--against CHECKOUT`` measures each system here and in another checkout (an earlier commit's
+worktree with its ``.venv`` installed), ``--rounds`` times, the two sides taking turns in
+alternating order, and prints each figure's ratio this / other round by round, its median and
+the spread of each side's rounds: a change's before and after.
 """
 
 from __future__ import annotations
@@ -786,15 +792,26 @@ def choose(asked: str | None) -> list[str]:
 
 
 def run_child(
-    system: str, directory: Path, runs: int, sample: int, starters: int | None
+    system: str,
+    directory: Path,
+    runs: int,
+    sample: int,
+    starters: int | None,
+    checkout: Path | None = None,
 ) -> Result | None:
-    log_path = directory / f"{system}.log"
-    print(f"== {system}: {runs} runs (log: {log_path})", flush=True)
+    """One system measured in a child process: this checkout's, or ``checkout``'s (its own
+    ``.venv`` and ``bench/peers.py``)."""
+    side = "" if checkout is None else f"-{checkout.name}"
+    log_path = directory / f"{system}{side}.log"
+    print(f"== {system}{side}: {runs} runs (log: {log_path})", flush=True)
+    python, script = sys.executable, __file__
+    if checkout is not None:
+        python, script = str(checkout / ".venv/bin/python"), str(checkout / "bench/peers.py")
     with log_path.open("w") as err:
         done = subprocess.run(
             [
-                sys.executable,
-                __file__,
+                python,
+                script,
                 "--child",
                 system,
                 "--runs",
@@ -898,6 +915,41 @@ def print_rounds(rounds: list[list[Result]]) -> None:
                 )
 
 
+AGAINST_FIGURES = ("park_rate", "resume_rate", "p50_ms", "p99_ms", "burst_p99_ms")
+
+
+def against(
+    systems: list[str], other: Path, directory: Path, runs: int, sample: int, rounds: int,
+    starters: int | None,
+) -> None:  # fmt: skip
+    """Each system of this checkout against the same system of ``other`` (an earlier commit's
+    worktree with its ``.venv`` installed): ``rounds`` rounds, the two sides one right after
+    the other in alternating order, then each figure's ratio this / other round by round,
+    its median, and the spread of each side's rounds (max / min - 1)."""
+    for system in systems:
+        found: dict[str, list[Result]] = {"this": [], "other": []}
+        for turn in range(rounds):
+            where = directory / f"{system}-round-{turn + 1}"
+            where.mkdir()
+            sides = [("this", None), ("other", other)]
+            for side, checkout in sides if turn % 2 == 0 else sides[::-1]:
+                result = run_child(system, where, runs, sample, starters, checkout)
+                if result is None:
+                    raise SystemExit(f"kept {directory} for its logs")
+                found[side].append(result)
+        print(f"\n{system}: this checkout / {other}, {rounds} rounds of {runs} runs")
+        for figure in AGAINST_FIGURES:
+            mine = [getattr(r, figure) for r in found["this"]]
+            theirs = [getattr(r, figure) for r in found["other"]]
+            ratios = [a / b for a, b in zip(mine, theirs, strict=True)]
+            listed = " ".join(f"x{x:.2f}" for x in ratios)
+            print(
+                f"{figure:<13} {listed}  median x{statistics.median(ratios):.2f};"
+                f" spread of rounds: this {max(mine) / min(mine) - 1:.0%},"
+                f" other {max(theirs) / min(theirs) - 1:.0%}"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
@@ -932,6 +984,13 @@ def main() -> None:
         help="measure every system this many times, the systems taking turns (round 1: each"
         " system once, then round 2 ...); the table gives each figure's median",
     )
+    parser.add_argument(
+        "--against",
+        type=Path,
+        metavar="CHECKOUT",
+        help="measure each system here and in CHECKOUT (an earlier commit's worktree with its"
+        " .venv installed), --rounds times in alternating order, and print the ratios",
+    )
     parser.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     sample = max(1, min(args.sample, args.runs // 2))
@@ -943,6 +1002,11 @@ def main() -> None:
         Path(args.dir).mkdir(parents=True, exist_ok=True)
     directory = Path(tempfile.mkdtemp(prefix="signoff-peers-", dir=args.dir))
     print(f"databases in {directory}", flush=True)
+    if args.against is not None:
+        against(systems, args.against.resolve(), directory, args.runs, sample,
+                max(1, args.rounds), args.starters)  # fmt: skip
+        shutil.rmtree(directory, ignore_errors=True)
+        return
     rounds: list[list[Result]] = []
     for turn in range(1, max(1, args.rounds) + 1):
         where = directory if args.rounds <= 1 else directory / f"round-{turn}"
