@@ -169,10 +169,7 @@ class Approvals:
                 raise InvalidRequest("a reason is required to deny this request")
             return decisions.deny(request, who.name, now, notes=notes, override=override)
 
-        offer = await self._offer() if link is None else None
-        after = await self._apply(request_id, decide, now, offer, link)
-        self._woken(offer, after)
-        return after
+        return await self._hand_back(request_id, decide, now, link)
 
     async def release(
         self,
@@ -190,6 +187,13 @@ class Approvals:
             self._authorize(request, who, "release")
             return decisions.release(request, who.name, now, admin=who.is_admin)
 
+        return await self._hand_back(request_id, decide, now, link)
+
+    async def _hand_back(
+        self, request_id: str, decide: Decide, now: datetime, link: LinkUse | None
+    ) -> TakeoverRequest:
+        """A decision that hands the run back (a denial, a release): offered to a free worker
+        slot of this process unless it comes through a link, then the workers woken."""
         offer = await self._offer() if link is None else None
         after = await self._apply(request_id, decide, now, offer, link)
         self._woken(offer, after)
