@@ -32,6 +32,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import NullPool
 
+from engine.adapters.store import SqlStore
 from engine.adapters.store.db import Database
 from engine.adapters.store.migrate import upgrade_to_head
 
@@ -179,6 +180,12 @@ async def database(migrated_db_url: str) -> AsyncIterator[Database]:
         yield db
     finally:
         await db.dispose()
+
+
+@pytest.fixture
+def store(database: Database) -> SqlStore:
+    """The SQL store on ``database`` (a migrated database, on SQLite and on PostgreSQL)."""
+    return SqlStore(database)
 
 
 @pytest.fixture

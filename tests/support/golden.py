@@ -33,7 +33,7 @@ from engine.adapters.store.migrate import upgrade_to_head
 from engine.adapters.store.tables import UTCDateTime
 from engine.assembly import Engine, EngineOptions
 from engine.config import parse_config
-from engine.domain.model import Role, RunStatus
+from engine.domain.model import Principal, Role, RunStatus
 from engine.ports import ChatMessage
 from engine.services.calls import CallRequest
 from tests.support.clock import ManualClock
@@ -238,25 +238,28 @@ async def _parked_at_approval(engine: Engine) -> list[str]:
 
 
 async def _parked_at_second_approval(engine: Engine) -> list[str]:
-    run, _ = await engine.runs.start_run("golden-two-approvals", {"order": "B-2"}, AGENT)
+    return await _first_approved(engine, "golden-two-approvals", "B-2", 2, person("bob"), "fine")
+
+
+async def _first_approved(
+    engine: Engine, workflow: str, order: str, minutes: int, by: Principal, notes: str
+) -> list[str]:
+    """Start ``workflow``; ``minutes`` after it parks, ``by`` approves its first request;
+    return once the run has parked again, at its second."""
+    run, _ = await engine.runs.start_run(workflow, {"order": order}, AGENT)
     await wait_status(engine, run.id, RunStatus.WAITING)
     (first,) = await engine.store.list_takeovers(run_id=run.id)
-    engine.clock.advance(minutes=2)  # type: ignore[attr-defined]
-    await engine.approvals.grant(first.id, person("bob"), release=True, notes="fine")
-    await _parked_at_second(engine, run.id)
-    return [run.id]
-
-
-async def _parked_at_second(engine: Engine, run_id: str) -> None:
-    """Wait until the run has parked again, at its second request."""
+    engine.clock.advance(minutes=minutes)  # type: ignore[attr-defined]
+    await engine.approvals.grant(first.id, by, release=True, notes=notes)
 
     async def parked_again() -> bool:
         return (
-            len(await engine.store.list_takeovers(run_id=run_id)) == 2
-            and (await engine.store.get_run(run_id)).status == RunStatus.WAITING
+            len(await engine.store.list_takeovers(run_id=run.id)) == 2
+            and (await engine.store.get_run(run.id)).status == RunStatus.WAITING
         )
 
     await wait_for(parked_again)
+    return [run.id]
 
 
 async def _parked_child(engine: Engine) -> list[str]:
@@ -290,14 +293,8 @@ async def _gate_diversion(engine: Engine) -> list[str]:
 
 
 async def _admin_override(engine: Engine) -> list[str]:
-    run, _ = await engine.runs.start_run("golden-override", {"order": "F-6"}, AGENT)
-    await wait_status(engine, run.id, RunStatus.WAITING)
-    (first,) = await engine.store.list_takeovers(run_id=run.id)
-    engine.clock.advance(minutes=1)  # type: ignore[attr-defined]
     admin = person("alice", Role.ADMIN)  # not among the approvers: an override
-    await engine.approvals.grant(first.id, admin, release=True, notes="carol is away")
-    await _parked_at_second(engine, run.id)
-    return [run.id]
+    return await _first_approved(engine, "golden-override", "F-6", 1, admin, "carol is away")
 
 
 async def _operator_takeover(engine: Engine) -> list[str]:

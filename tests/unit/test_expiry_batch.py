@@ -8,12 +8,11 @@ and compares what each does. On SQLite, and on PostgreSQL when it is configured.
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from engine.adapters.store import Database, SqlStore
+from engine.adapters.store import SqlStore
 from engine.domain import decisions, notify
 from engine.domain.model import (
     JournalEvent,
@@ -34,15 +33,6 @@ EDGES = {
     "after": DEADLINE + timedelta(minutes=5),
 }
 CASES = list(itertools.product(TakeoverStatus, TimeoutBehavior, EDGES))
-
-
-@pytest.fixture
-async def store(migrated_db_url: str) -> AsyncIterator[SqlStore]:
-    db = Database(migrated_db_url)
-    try:
-        yield SqlStore(db)
-    finally:
-        await db.dispose()
 
 
 async def waiting_on(

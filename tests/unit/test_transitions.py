@@ -6,7 +6,7 @@ that it did nothing) and leaves the run, the request and the journal exactly as 
 from __future__ import annotations
 
 import itertools
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engine.adapters.store import Database, SqlStore
+from engine.adapters.store import SqlStore
 from engine.domain import decisions
 from engine.domain.errors import AlreadyDecided, TransitionRefused
 from engine.domain.model import (
@@ -89,15 +89,6 @@ BEFORE_EXPIRY = T0 + timedelta(minutes=1)
 AFTER_EXPIRY = T0 + timedelta(minutes=31)
 OWNER = "worker-1"
 LEASE = timedelta(seconds=30)
-
-
-@pytest.fixture
-async def store(migrated_db_url: str) -> AsyncIterator[SqlStore]:
-    db = Database(migrated_db_url)
-    try:
-        yield SqlStore(db)
-    finally:
-        await db.dispose()
 
 
 @dataclass(frozen=True)
