@@ -57,8 +57,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=os.environ.get("SIGNOFF_LOG_LEVEL", "INFO").upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    # Alembic logs one line per plugin it sets up at import, on every command that migrates.
-    logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+    # Alembic logs at INFO whenever a command reads or upgrades the schema (the plugins it sets
+    # up, "Context impl SQLiteImpl.", each revision applied): noise on every command, and on
+    # every /readyz of the server. The commands say what they did themselves; its warnings and
+    # errors still show, and SIGNOFF_LOG_LEVEL=DEBUG shows everything.
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        logging.getLogger("alembic").setLevel(logging.WARNING)
     args = build_parser(argv).parse_args(argv)
     result: int = args.func(args)
     return result

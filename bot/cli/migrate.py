@@ -1,4 +1,5 @@
-"""``signoff migrate``: upgrade the database to the newest schema."""
+"""``signoff migrate``: upgrade the database to the newest schema, and say in one line whether
+it changed anything (Alembic's own log lines are kept quiet, ``bot.cli.main``)."""
 
 from __future__ import annotations
 
@@ -21,10 +22,29 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     from engine.assembly import migrate_database, schema_head
 
     config = load(args.config)
+    url = config.database.url
+    head = schema_head()
     try:
-        asyncio.run(migrate_database(config.database.url))
+        before = asyncio.run(_revision_before(url))
+        asyncio.run(migrate_database(url))
     except Exception as exc:
         print(f"migration failed: {exc}", file=sys.stderr)
         return 1
-    print(f"database at revision {schema_head()}")
+    if before == head:
+        print(f"database already up to date (revision {head})")
+    else:
+        print(f"database migrated to revision {head}")
     return 0
+
+
+async def _revision_before(url: str) -> str | None:
+    """The revision before migrating; None when never migrated. A SQLite file that does not
+    exist yet is not opened (opening it would create it before the migration does)."""
+    import os
+
+    from engine.assembly import schema_revision, sqlite_file
+
+    path = sqlite_file(url)
+    if path is not None and not os.path.exists(path):
+        return None
+    return await schema_revision(url)

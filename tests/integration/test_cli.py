@@ -124,6 +124,25 @@ async def test_check_after_migrate_reports_the_revision(tmp_path: Path) -> None:
     assert "database: ok (sqlite, revision" in out
 
 
+async def test_migrate_and_token_create_print_no_log_lines(tmp_path: Path) -> None:
+    """Alembic logs at INFO whenever the schema is read or upgraded; a normal run of a command
+    shows only what the command itself says, and migrate says whether it changed anything."""
+    config = write_config(tmp_path)
+    runs = [
+        ("migrate", "database migrated to revision"),
+        ("migrate", "database already up to date (revision"),
+        ("token create --role agent --name quiet", "created agent token 'quiet'"),
+        ("token list", "quiet"),
+        ("check", "database: ok"),
+    ]
+    for command, said in runs:
+        code, out, err = await run_cli(*command.split(), "--config", str(config))
+        assert code == 0, (command, out, err)
+        assert said in out, (command, out)
+        noisy = [line for line in err.splitlines() if "INFO" in line or "alembic" in line]
+        assert noisy == [], (command, err)
+
+
 @pytest.mark.parametrize(
     ("body", "env", "expected"),
     [
