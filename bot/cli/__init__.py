@@ -33,6 +33,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="signoff", description="Human approval for AI agents and workflows."
     )
+    parser.add_argument(
+        "--version", action=_Version, nargs=0, help="print the version of Signoff and exit"
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in _COMMANDS:
         command.add_parser(sub)
@@ -44,6 +47,20 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             sub.add_parser(name, help=summary)  # only listed: its own parser is not needed
     demo.add_parser(sub)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``: ``signoff <version>`` of the installed package, looked up only when asked
+    for (argparse's own version action wants the string while the parser is built)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"signoff {version('signoff')}")
+        except PackageNotFoundError:
+            print("signoff (version unknown: not installed; run `pip install -e .`)")
+        parser.exit()
 
 
 # Commands whose modules import a lot (jinja2): their parsers are built from their modules only

@@ -45,15 +45,25 @@ def write_config(tmp_path: Path, body: str = "") -> Path:
     return config
 
 
-@pytest.mark.parametrize("command", [(), ("teams", "package")], ids=["signoff", "teams package"])
-async def test_help_imports_no_chat_sdk_and_no_web_server(command: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (("--help",), "usage: signoff"),
+        (("teams", "package", "--help"), "usage: signoff"),
+        (("--version",), "signoff 0."),
+    ],
+    ids=["signoff", "teams package", "version"],
+)
+async def test_help_imports_no_chat_sdk_and_no_web_server(argv: tuple[str, ...], said: str) -> None:
     """``signoff --help`` builds the parser only: botbuilder alone took 6 s to import. So does
     ``signoff teams package --help``: its command lives in the Teams channel's package, whose
-    own module imports nothing (``bot.teams.channel`` holds what imports the SDK)."""
+    own module imports nothing (``bot.teams.channel`` holds what imports the SDK). So does
+    ``signoff --version``."""
     probe = (
         "import sys\n"
         "from bot.cli import main\n"
-        f"try:\n    main([*{list(command)!r}, '--help'])\nexcept SystemExit:\n    pass\n"
+        f"try:\n    main({list(argv)!r})\nexcept SystemExit as stop:\n"
+        "    assert stop.code in (0, None), stop.code\n"
         "heavy = ('botbuilder', 'botframework', 'slack_bolt', 'slack_sdk', 'jinja2',"
         " 'sqlalchemy', 'asyncio')\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy or m == 'aiohttp.web'),"
@@ -64,8 +74,16 @@ async def test_help_imports_no_chat_sdk_and_no_web_server(command: tuple[str, ..
     )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err.decode()
-    assert "usage: signoff" in out.decode()
+    assert said in out.decode()
     assert err.decode().strip() == "[]"
+
+
+async def test_version_prints_the_installed_version_and_exits_0() -> None:
+    from importlib.metadata import version
+
+    code, out, err = await run_cli("--version")
+    assert code == 0, err
+    assert out == f"signoff {version('signoff')}\n"
 
 
 async def test_check_on_the_default_app_yaml_and_a_fresh_database_exits_2(
