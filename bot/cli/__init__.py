@@ -1,4 +1,4 @@
-"""The ``signoff`` command: serve, migrate, check, token, login-link, cards, the channels'
+"""The ``signoff`` command: init, serve, migrate, check, token, login-link, cards, the channels'
 commands, demo, one module of this package per command (``cards``: ``cards.cli``; a channel's:
 its package, as ``bot.channels.COMMANDS`` lists them).
 
@@ -22,10 +22,10 @@ import sys
 from collections.abc import Sequence
 
 from bot.channels import COMMANDS as CHANNEL_COMMANDS
-from bot.cli import check, demo, login, migrate, serve, tokens
+from bot.cli import check, demo, init, login, migrate, serve, tokens
 
 # The commands in the order ``signoff --help`` lists them.
-_COMMANDS = (serve, migrate, check, tokens, login)
+_COMMANDS = (init, serve, migrate, check, tokens, login)
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:

@@ -11,6 +11,7 @@ same problems in the same words.
   database (``token``, ``demo``, ``login-link``). ``serve`` does not: a replica may start before
   ``signoff migrate`` ran, alive but not ready (``/readyz`` says why).
 
+``require_config_file`` is what every command says when there is no file at all.
 ``add_config`` is every command's ``--config`` option. Nothing here imports the web server or a
 chat SDK (``signoff --help`` stays fast).
 """
@@ -18,6 +19,7 @@ chat SDK (``signoff --help`` stays fast).
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from typing import TYPE_CHECKING
 
@@ -42,10 +44,31 @@ def add_config(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def config_option(path: str) -> str:
+    """`` --config PATH`` for a command to read ``path``, or nothing when it is the default."""
+    default = os.environ.get("SIGNOFF_CONFIG", DEFAULT_CONFIG)
+    return "" if path == default else f" --config {shlex.quote(path)}"
+
+
+def require_config_file(path: str) -> None:
+    """Exit 2 with one line saying what to do when there is no file at ``path``: a first run
+    in a folder without ``app.yaml`` should learn of ``signoff init``, not read ``[Errno 2]``."""
+    if os.path.exists(path):
+        return
+    print(
+        f"error: no configuration at {path}: pass --config PATH, set SIGNOFF_CONFIG, "
+        f'or run "signoff init{config_option(path)}" to write a starter '
+        f"{os.path.basename(path)}",
+        file=sys.stderr,
+    )
+    raise SystemExit(EXIT_CONFIG)
+
+
 def load(path: str) -> AppConfig:
     """The configuration at ``path``, or exit 2 with one line per problem."""
     from engine.config import load_config
 
+    require_config_file(path)
     try:
         config = load_config(path, os.environ)
     except ConfigError as exc:

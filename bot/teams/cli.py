@@ -35,6 +35,9 @@ def add_parser(subparsers: Any) -> None:
 
 
 def cmd_teams_package(args: argparse.Namespace) -> int:
+    from bot.cli.checks import require_config_file
     from bot.teams.package import teams_package
+
+    require_config_file(args.config)
 
     return teams_package(args)

@@ -16,6 +16,7 @@ from tests.support.process import ROOT, child_env, run_cli
 
 COMMANDS = [
     (),
+    ("init",),
     ("serve",),
     ("migrate",),
     ("check",),
@@ -159,6 +160,80 @@ async def test_migrate_and_token_create_print_no_log_lines(tmp_path: Path) -> No
         assert said in out, (command, out)
         noisy = [line for line in err.splitlines() if "INFO" in line or "alembic" in line]
         assert noisy == [], (command, err)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("check",),
+        ("migrate",),
+        ("serve",),
+        ("token", "list"),
+        ("login-link",),
+        ("demo",),
+        ("teams", "package"),
+    ],
+    ids=" ".join,
+)
+async def test_a_missing_config_says_what_to_do_in_one_line(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    missing = tmp_path / "app.yaml"
+    code, out, err = await run_cli(*command, "--config", str(missing))
+    assert code == 2, out + err
+    assert err.splitlines() == [
+        f"error: no configuration at {missing}: pass --config PATH, set SIGNOFF_CONFIG, or run"
+        f' "signoff init --config {missing}" to write a starter app.yaml'
+    ]
+    assert not missing.exists()
+
+
+async def test_a_missing_default_config_suggests_plain_init(tmp_path: Path) -> None:
+    missing = str(tmp_path / "app.yaml")
+    code, _, err = await run_cli("check", env=child_env(SIGNOFF_CONFIG=missing))
+    assert code == 2
+    assert f"no configuration at {missing}:" in err and 'run "signoff init" to write' in err
+
+
+def test_the_starter_config_is_the_shipped_app_yaml() -> None:
+    from bot.cli.init import starter_config
+
+    assert starter_config() == (ROOT / "app.yaml").read_text(encoding="utf-8")
+
+
+async def test_init_writes_a_starter_that_check_accepts_and_never_overwrites(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "app.yaml"
+    code, out, err = await run_cli("init", "--config", str(config))
+    assert code == 0, err
+    assert f"wrote {config}" in out
+    assert config.read_text(encoding="utf-8") == (ROOT / "app.yaml").read_text(encoding="utf-8")
+
+    env = child_env(SIGNOFF_DATABASE_URL=f"sqlite+aiosqlite:///{tmp_path}/fresh.db")
+    code, out, err = await run_cli("check", "--config", str(config), env=env)
+    assert code == 2, out + err  # only because the database is not migrated yet
+    assert f"config {config}: ok" in out
+    assert "database: database not migrated: run `signoff migrate`" in out
+    assert "config error" not in err
+
+    config.write_text("# mine\n", encoding="utf-8")
+    code, out, err = await run_cli("init", "--config", str(config))
+    assert code == 2
+    assert err.splitlines() == [
+        f"error: {config} already exists and was left as it is: edit it, or pass --config PATH"
+        " to write the starter somewhere else"
+    ]
+    assert config.read_text(encoding="utf-8") == "# mine\n"
+
+
+async def test_init_into_a_folder_that_does_not_exist_says_so(tmp_path: Path) -> None:
+    config = tmp_path / "nowhere" / "app.yaml"
+    code, _, err = await run_cli("init", "--config", str(config))
+    assert code == 1
+    assert err.splitlines() == [
+        f"error: cannot write {config}: its folder does not exist (create it first)"
+    ]
 
 
 @pytest.mark.parametrize(
