@@ -1,5 +1,6 @@
-# Everyday entry points. Every target installs into $(VENV) first; the stamp file makes a second
-# run reuse the venv until pyproject.toml changes.
+# Everyday entry points. Every target installs into $(VENV) first: `run` only what serving needs
+# (install), `test`, `lint`, `bench` and `reliability` the dev tools as well (install-dev). The
+# stamp files make a second run reuse the venv until pyproject.toml changes.
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -8,19 +9,31 @@ PEERS_VENV ?= .venv-peers
 PEERS_PY := $(PEERS_VENV)/bin/python
 BOOTSTRAP_PYTHON := $(shell command -v python3.11 2>/dev/null || command -v python3)
 
-.PHONY: install run test lint bench bench-peers reliability clean
+.PHONY: install install-dev run test lint bench bench-peers reliability clean
 
 install: $(VENV)/.installed
+install-dev: $(VENV)/.installed-dev
 
-# pip stays --quiet, so say what the silent minutes are.
-$(VENV)/.installed: pyproject.toml
+# The venv itself, once; the stamps below only need it to exist (order-only), so that a new
+# pip in it does not count as a change.
+$(PY):
 	@echo "creating $(VENV) with $(BOOTSTRAP_PYTHON)"
 	$(BOOTSTRAP_PYTHON) -m venv $(VENV)
-	@echo "installing Signoff and its dependencies into $(VENV) (first time: a few minutes)"
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+
+# pip stays --quiet, so say what the silent minutes are.
+$(VENV)/.installed: pyproject.toml | $(PY)
+	@echo "installing Signoff and its dependencies into $(VENV) (first time: a few minutes)"
+	$(PY) -m pip install --quiet -e .
 	touch $@
 	@echo "installed into $(VENV)"
+
+# Everything serving needs, and the test, lint and benchmark tools: it stands for .installed too.
+$(VENV)/.installed-dev: pyproject.toml | $(PY)
+	@echo "installing Signoff with its dev tools into $(VENV) (first time: a few minutes)"
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@ $(VENV)/.installed
+	@echo "installed into $(VENV), with the dev tools"
 
 run: install
 	$(VENV)/bin/signoff migrate
@@ -31,10 +44,10 @@ run: install
 # (pytest-xdist) overlap those waits. Every test has its own databases and ports, so they
 # run in any order; TEST_WORKERS=0 runs them in this process.
 TEST_WORKERS ?= 3
-test: install
+test: install-dev
 	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
-lint: install
+lint: install-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy --strict engine bot cards
@@ -42,7 +55,7 @@ lint: install
 
 # Each benchmark's defaults finish in a few minutes. No benchmark at all is a failure, not a pass.
 # bench/peers.py runs last, with $(PEERS_VENV)'s python (see bench-peers).
-bench: install $(PEERS_VENV)/.installed
+bench: install-dev $(PEERS_VENV)/.installed
 	@set -e; found=0; \
 	for script in bench/*.py; do \
 		[ -e "$$script" ] || continue; \
@@ -62,7 +75,7 @@ $(PEERS_VENV)/.installed: pyproject.toml bench/peers/requirements.txt
 	$(PEERS_PY) -m pip install --quiet -e . -r bench/peers/requirements.txt
 	touch $@
 
-reliability: install
+reliability: install-dev
 	SIGNOFF_RELIABILITY_FULL=1 $(PY) -m pytest tests/reliability
 
 clean:
