@@ -4,8 +4,9 @@ Nothing else in Signoff reads ``os.environ``: the caller hands ``env`` in, and t
 ``${VAR}`` substitution and the ``SIGNOFF_*`` overrides (database URL, host, port, public URL,
 secret key) and keeps the raw confidence-gate variables in ``gate_env`` (they are resolved
 env -> ``app.yaml`` -> runtime overrides by the gate). A bad file raises ``ConfigError`` listing
-every problem, each line starting with the YAML path of the bad key. Malformed policy rules do
-not fail the load (see ``engine.config.policies``); they are listed in ``rule_problems``.
+every problem, each line starting with the YAML path of the bad key, malformed policy rules
+included. Malformed rules alone do not fail the load (see ``engine.config.policies``); they are
+listed in ``rule_problems``.
 
 The package's modules: ``loading`` (``load_config``, ``parse_config``), ``app`` (the
 ``AppConfig`` record), ``sections`` (database, server, people, gate ...), ``channels`` (what

@@ -1,8 +1,9 @@
 """Loading ``app.yaml``: read, substitute ``${VAR}``, validate every section, build ``AppConfig``.
 
 Every problem found is collected and raised at once in a ``ConfigError``, each line starting with
-the YAML path of the bad key; malformed policy rules are kept (``rule_problems``), and what loads
-but is probably not what was meant is listed in ``warnings``.
+the YAML path of the bad key, malformed policy rules included. A file whose only problems are
+malformed rules loads: the rules are kept (``rule_problems``; they fail closed). What loads but is
+probably not what was meant is listed in ``warnings``.
 """
 
 from __future__ import annotations
@@ -153,7 +154,9 @@ def parse_config(raw_text: str, env: Mapping[str, str], source_name: str = "app.
     )
     workflows = _parse_workflows(raw.get("workflows"), config, problems)
     if problems:
-        raise ConfigError(problems)
+        # The malformed rules go with the rest: a file that fails anyway is reported in full,
+        # not its rules only once everything else has been fixed.
+        raise ConfigError([*problems, *rule_problems])
     return _with_workflows(config, workflows)
 
 

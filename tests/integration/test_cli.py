@@ -278,6 +278,34 @@ async def test_a_malformed_policy_rule_stops_check_migrate_and_serve(tmp_path: P
         assert not (tmp_path / "s.db").exists()
 
 
+async def test_check_lists_every_problem_of_independent_sections_in_one_run(
+    tmp_path: Path,
+) -> None:
+    """Not the first problem only, and not the malformed rules only once the rest is fixed."""
+    config = write_config(
+        tmp_path,
+        "server: {port: 99999}\n"
+        "people: {alice: {slack: not-an-id}}\n"
+        "connectors: {mailer: {type: smtpp}}\n"
+        "policies:\n  - {decision: blok, connector: mailer}\n"
+        "workflows:\n  refund:\n    nodes:\n"
+        "      - {id: a, type: approval, channels: ['slack:#general']}\n",
+    )
+    code, out, err = await run_cli("check", "--config", str(config))
+    assert code == 2, out + err
+    assert out == ""
+    assert sorted(err.strip().splitlines()) == [
+        "config error: connectors.mailer.type: must be one of http, python, demo-ledger, "
+        'got "smtpp"',
+        "config error: people.alice.slack: must be a Slack user id like U012ABCDEF, "
+        'got "not-an-id"',
+        'config error: policies[0].decision: must be allow, ask or block, got string "blok"',
+        "config error: server.port: must be 1..65535, got 99999",
+        "config error: workflows.refund.nodes[0].channels[0]: slack channel must be a channel id "
+        'like C0123ABCD, got "#general"',
+    ]
+
+
 async def test_serve_on_a_taken_port_says_so_in_one_line(tmp_path: Path) -> None:
     config = write_config(tmp_path, "people: {alice: {email: a@example.com}}\nadmins: [alice]\n")
     assert (await run_cli("migrate", "--config", str(config)))[0] == 0

@@ -276,6 +276,32 @@ def test_every_problem_is_reported_at_once() -> None:
     assert not any("hunter2" in line for line in found)
 
 
+def test_a_malformed_rule_is_reported_with_the_other_problems_not_after_them() -> None:
+    """Independent sections are all checked in one pass: a bad port, an unknown connector type,
+    a bad Slack channel, a bad Slack user id and a malformed rule come out together."""
+    found = problems(
+        """
+        server: {port: 99999}
+        people: {alice: {slack: not-an-id}}
+        connectors: {mailer: {type: smtpp}}
+        policies:
+          - {decision: blok, connector: mailer}
+        workflows:
+          refund:
+            nodes:
+              - {id: a, type: approval, channels: ["slack:#general"]}
+        """
+    )
+    assert sorted(found) == [
+        'connectors.mailer.type: must be one of http, python, demo-ledger, got "smtpp"',
+        'people.alice.slack: must be a Slack user id like U012ABCDEF, got "not-an-id"',
+        'policies[0].decision: must be allow, ask or block, got string "blok"',
+        "server.port: must be 1..65535, got 99999",
+        "workflows.refund.nodes[0].channels[0]: slack channel must be a channel id like "
+        'C0123ABCD, got "#general"',
+    ]
+
+
 def test_sections_must_be_mappings() -> None:
     assert problems("server: [1]\npeople: x") == [
         'people: must be a mapping, got string "x"',
