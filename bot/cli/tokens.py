@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from bot.cli.checks import EXIT_CONFIG, add_config, load, require_migrated
-from engine.domain.errors import SignoffError
+from engine.domain.errors import Conflict, SignoffError
 from engine.domain.model import Role
 
 if TYPE_CHECKING:
@@ -48,17 +48,29 @@ async def _token(config: AppConfig, args: argparse.Namespace) -> int:
     async with open_tokens(config.database.url) as tokens:
         try:
             if args.token_command == "create":
-                if args.person is not None and args.person not in config.people:
-                    print(f"error: --person {args.person!r} is not in people:", file=sys.stderr)
+                if (problem := _person_problem(config, args.person)) is not None:
+                    print(f"error: {problem}; no token created", file=sys.stderr)
                     return EXIT_CONFIG
                 if args.role == Role.ADMIN.value:  # the one rule: engine.domain.approvers
                     if (problem := admin_token_problem(config, args.person)) is not None:
                         print(f"error: {problem}; no token created", file=sys.stderr)
                         return EXIT_CONFIG
                 token = new_token()
-                await tokens.create(
-                    args.name, Role(args.role), args.person, hash_token(token), SystemClock().now()
-                )
+                try:
+                    await tokens.create(
+                        args.name,
+                        Role(args.role),
+                        args.person,
+                        hash_token(token),
+                        SystemClock().now(),
+                    )
+                except Conflict:  # a refusal like the others: exit 2, and say what to do
+                    print(
+                        f"error: a token named {args.name!r} already exists (revoked ones keep "
+                        "their names); choose another --name; no token created",
+                        file=sys.stderr,
+                    )
+                    return EXIT_CONFIG
                 print(
                     f"created {args.role} token {args.name!r}"
                     + (f" for {args.person}" if args.person else "")
@@ -76,3 +88,18 @@ async def _token(config: AppConfig, args: argparse.Namespace) -> int:
         except SignoffError as exc:
             print(f"error: {exc.message}", file=sys.stderr)
             return 1
+
+
+def _person_problem(config: AppConfig, person: str | None) -> str | None:
+    """Why ``--person`` names nobody a token can belong to (None when it names a person). A
+    group is named as one: a token acts as one person, never as a group's members."""
+    if person is None or person in config.people:
+        return None
+    if person in config.groups:
+        members = ", ".join(config.groups[person]) or "nobody"
+        return (
+            f"--person {person!r} is a group (in groups:), not a person: a token belongs to one "
+            f"person of people: ({person}: {members})"
+        )
+    listed = ", ".join(config.people) or "nobody"
+    return f"--person {person!r} is not in people: (people: {listed})"

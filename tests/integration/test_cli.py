@@ -363,7 +363,11 @@ async def test_token_create_prints_the_token_once_and_stores_only_its_hash(
         "--config",
         str(config),
     )
-    assert code == 1 and "already exists" in err
+    assert code == 2, err
+    assert err.strip().splitlines()[-1] == (
+        "error: a token named 'x' already exists (revoked ones keep their names); "
+        "choose another --name; no token created"
+    )
 
     code, _, err = await run_cli(
         "token",
@@ -415,6 +419,34 @@ async def test_token_create_refuses_an_admin_token_for_someone_not_in_admins(
         str(config),
     )
     assert code == 0, err
+
+
+async def test_token_create_for_a_group_says_a_token_belongs_to_one_person(
+    tmp_path: Path,
+) -> None:
+    config = write_config(
+        tmp_path, "people: {alice: {}, bob: {}}\ngroups: {finance: [alice, bob]}\n"
+    )
+    assert (await run_cli("migrate", "--config", str(config)))[0] == 0
+    code, out, err = await run_cli(
+        "token",
+        "create",
+        "--role",
+        "approver",
+        "--name",
+        "f",
+        "--person",
+        "finance",
+        "--config",
+        str(config),
+    )
+    assert code == 2, (out, err)
+    assert err.strip().splitlines()[-1] == (
+        "error: --person 'finance' is a group (in groups:), not a person: a token belongs to one "
+        "person of people: (finance: alice, bob); no token created"
+    )
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        assert db.execute("SELECT count(*) FROM api_tokens").fetchone() == (0,)
 
 
 async def test_cards_render_prints_a_card(tmp_path: Path) -> None:
