@@ -29,7 +29,7 @@ from engine.config.values import join
 from engine.config.workflows import parse_workflow
 from engine.domain.approvers import is_admin
 from engine.domain.errors import ConfigError
-from engine.domain.model import NodeType, Workflow
+from engine.domain.model import Node, NodeType, Workflow
 from engine.domain.policy_rules import Rule
 from engine.domain.proxies import ProxySettings
 
@@ -85,12 +85,25 @@ class AppConfig(ChannelSections):
         the ``app.yaml`` ones), people and groups, channel targets (``target_problem``).
         ``stored``: it comes from the API, so its tool nodes may name only declared tools
         (``engine.config.reach``)."""
+        nodes = [(join(path, i), node) for i, node in enumerate(workflow.nodes)]
+        return self.node_problems(nodes, workflow.name, known_workflows, stored=stored)
+
+    def node_problems(
+        self,
+        nodes: Iterable[tuple[str, Node]],
+        workflow: str,
+        known_workflows: Collection[str] | None = None,
+        *,
+        stored: bool = False,
+    ) -> list[str]:
+        """``workflow_problems`` for ``(path, node)`` pairs of the workflow named ``workflow``:
+        the nodes of a workflow whose graph is sound, or the sound nodes of one that is not
+        (``engine.config.workflows.sound_nodes``)."""
         known = self.workflows.keys() if known_workflows is None else known_workflows
         check_principal = principal_checker(list(self.people), list(self.groups))
         default_deciders = self.expand_people(self.approvers)
         problems: list[str] = []
-        for i, node in enumerate(workflow.nodes):
-            at = join(path, i)
+        for at, node in nodes:
             problems.extend(
                 node_reach_problems(
                     node,
@@ -98,7 +111,7 @@ class AppConfig(ChannelSections):
                     connectors=self.connectors,
                     tools=self.tools,
                     channel_problem=self.target_problem,
-                    workflow=workflow.name,
+                    workflow=workflow,
                     known=known,
                     stored=stored,
                 )

@@ -33,7 +33,7 @@ from engine.config.sections import (
 )
 from engine.config.tools import parse_tools
 from engine.config.values import Section, substitute, suggest, type_name
-from engine.config.workflows import check_channel, parse_workflow
+from engine.config.workflows import check_channel, parse_workflow, sound_nodes
 from engine.config.yaml_text import load_yaml
 from engine.domain.errors import ConfigError
 from engine.domain.model import NodeType, Workflow
@@ -235,12 +235,16 @@ def _principals(
 def _parse_workflows(raw: Any, config: AppConfig, problems: list[str]) -> dict[str, Workflow]:
     section = Section(raw, "workflows", problems)
     workflows: dict[str, Workflow] = {}
+    names = set(section.data)
     for name, value in section.data.items():
-        workflow, found = parse_workflow(name, value, section.at(name), expand=config.expand_people)
+        at = section.at(name)
+        workflow, found = parse_workflow(name, value, at, expand=config.expand_people)
         problems.extend(found)
         if workflow is not None:
             workflows[name] = workflow
-    names = set(section.data)
+        else:  # what its sound nodes name is checked all the same: one bad node hides nothing
+            nodes = sound_nodes(value, at, expand=config.expand_people)
+            problems.extend(config.node_problems(nodes, name, names))
     for name, workflow in workflows.items():
         problems.extend(config.workflow_problems(workflow, f"workflows.{name}.nodes", names))
     problems.extend(_child_cycles(workflows))

@@ -34,7 +34,7 @@ from engine.domain.errors import ConfigError
 from engine.domain.expressions import check_template
 from engine.domain.model import END, Node, NodeType, TimeoutBehavior, Workflow
 
-__all__ = ["check_channel", "load_workflow", "parse_workflow"]
+__all__ = ["check_channel", "load_workflow", "parse_workflow", "sound_nodes"]
 
 NODE_ID = r"[A-Za-z0-9][A-Za-z0-9_-]{0,99}"
 NODE_ID_RE = re.compile(NODE_ID + r"\Z")
@@ -119,6 +119,21 @@ def parse_workflow(
     if problems:
         return None, problems
     return Workflow(name=name, nodes=tuple(nodes)), []
+
+
+def sound_nodes(raw: Any, path: str, *, expand: Expand | None = None) -> list[tuple[str, Node]]:
+    """The nodes of an ``app.yaml`` workflow (``{nodes: [...]}`` at ``path``) that parse on their
+    own, each with its path, for a workflow ``parse_workflow`` refused: what they name can still
+    be checked against the configuration, so one bad node does not hide the rest's problems."""
+    nodes_raw = raw.get("nodes") if isinstance(raw, dict) else None
+    if not isinstance(nodes_raw, list):
+        return []
+    found: list[tuple[str, Node]] = []
+    for i, item in enumerate(nodes_raw):
+        at = join(join(path, "nodes"), i)
+        if (node := _parse_node(item, at, [], expand)) is not None:
+            found.append((at, node))
+    return found
 
 
 def _parse_nodes(raw: Any, path: str, problems: list[str], expand: Expand | None) -> list[Node]:

@@ -289,7 +289,8 @@ async def test_check_lists_every_problem_of_independent_sections_in_one_run(
         "connectors: {mailer: {type: smtpp}}\n"
         "policies:\n  - {decision: blok, connector: mailer}\n"
         "workflows:\n  refund:\n    nodes:\n"
-        "      - {id: a, type: approval, channels: ['slack:#general']}\n",
+        "      - {id: a, type: approval, channels: ['slack:#general']}\n"
+        "      - {id: b, type: approval, approvers: [nobody]}\n",
     )
     code, out, err = await run_cli("check", "--config", str(config))
     assert code == 2, out + err
@@ -303,6 +304,7 @@ async def test_check_lists_every_problem_of_independent_sections_in_one_run(
         "config error: server.port: must be 1..65535, got 99999",
         "config error: workflows.refund.nodes[0].channels[0]: slack channel must be a channel id "
         'like C0123ABCD, got "#general"',
+        'config error: workflows.refund.nodes[1].approvers[0]: unknown person or group "nobody"',
     ]
 
 

@@ -302,6 +302,26 @@ def test_a_malformed_rule_is_reported_with_the_other_problems_not_after_them() -
     ]
 
 
+def test_one_bad_node_does_not_hide_what_the_other_nodes_name() -> None:
+    """A workflow refused for one node's shape still has its sound nodes' references checked."""
+    found = problems(
+        """
+        people: {alice: {}}
+        workflows:
+          refund:
+            nodes:
+              - {id: a, type: approval, timeoutMinutes: 2000, next: b}
+              - {id: b, type: approval, approvers: [nobody], next: c}
+              - {id: c, type: connector, connector: nope, action: x}
+        """
+    )
+    assert found == [
+        "workflows.refund.nodes[0].timeoutMinutes: must be 1..1440, got 2000",
+        'workflows.refund.nodes[1].approvers[0]: unknown person or group "nobody"',
+        'workflows.refund.nodes[2].connector: unknown connector "nope"',
+    ]
+
+
 def test_sections_must_be_mappings() -> None:
     assert problems("server: [1]\npeople: x") == [
         'people: must be a mapping, got string "x"',
