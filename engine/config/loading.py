@@ -74,8 +74,8 @@ def load_config(path: str | Path, env: Mapping[str, str]) -> AppConfig:
 
 def parse_config(raw_text: str, env: Mapping[str, str], source_name: str = "app.yaml") -> AppConfig:
     """Validate YAML text; ``parse_config("", {})`` is the all-defaults configuration."""
-    data = load_yaml(raw_text, source_name)
     problems: list[str] = []
+    data = load_yaml(raw_text, source_name, problems)
     data = substitute(data, env, "", problems)
     root = Section(data, "", problems, _TOP_KEYS)
     raw = root.data

@@ -336,6 +336,12 @@ def test_invalid_yaml_and_duplicate_keys() -> None:
     assert problems("server:\n  port: 1\n  port: 2\n") == [
         "server.port: duplicate key (lines 2 and 3)"
     ]
+    # A repeated key is one problem among the rest, not the only one shown.
+    assert problems("server:\n  port: 1\n  port: 99999\nllm: {model: 1}\n") == [
+        "server.port: duplicate key (lines 2 and 3)",
+        "server.port: must be 1..65535, got 99999",
+        "llm.model: must be a string, got integer",
+    ]
     assert problems("llm: &a {model: *a}") == [
         "llm.model: a YAML alias may not refer to a structure that contains it"
     ]
