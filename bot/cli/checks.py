@@ -8,8 +8,9 @@ same problems in the same words.
 * ``database_problem`` says why the database is not ready for the code (never migrated, behind,
   or unreachable) without changing it: a SQLite file that does not exist is not created.
   ``require_migrated`` turns that into one line and exit 2 for the commands that use the
-  database (``token``, ``demo``, ``login-link``). ``serve`` does not: a replica may start before
-  ``signoff migrate`` ran, alive but not ready (``/readyz`` says why).
+  database (``token``, ``demo``, ``login-link``). ``serve`` refuses an unmigrated database the
+  same way (or migrates it first with ``--migrate``), but starts on one it cannot reach yet,
+  alive but not ready (``/readyz`` says why).
 
 ``require_config_file`` is what every command says when there is no file at all.
 ``add_config`` is every command's ``--config`` option. Nothing here imports the web server or a

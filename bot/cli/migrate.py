@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bot.cli.checks import add_config, load
+
+if TYPE_CHECKING:
+    from engine.config import AppConfig
 
 
 def add_parser(sub: Any) -> None:
@@ -17,11 +20,16 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
+    return migrate(load(args.config))
+
+
+def migrate(config: AppConfig) -> int:
+    """Bring the database to the newest schema: 0, or 1 with one line saying why it failed.
+    ``signoff migrate`` and ``signoff serve --migrate`` both run this."""
     import asyncio
 
     from engine.assembly import migrate_database, schema_head
 
-    config = load(args.config)
     url = config.database.url
     head = schema_head()
     try:

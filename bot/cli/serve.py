@@ -7,7 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-from bot.cli.checks import EXIT_CONFIG, add_config, load
+from bot.cli.checks import EXIT_CONFIG, NOT_MIGRATED, add_config, database_state, load
 
 if TYPE_CHECKING:
     import socket
@@ -21,6 +21,11 @@ def add_parser(sub: Any) -> None:
     add_config(serve)
     serve.add_argument("--host", help="listen address (default server.host)")
     serve.add_argument("--port", type=int, help="listen port (default server.port)")
+    serve.add_argument(
+        "--migrate",
+        action="store_true",
+        help="upgrade the database to the newest schema first (as `signoff migrate` does)",
+    )
     serve.set_defaults(func=cmd_serve)
 
 
@@ -32,6 +37,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sock = _listen(host, port)
     by = "--host" if args.host else "server.host (or SIGNOFF_HOST)"
     _refuse_off_loopback(config, sock, by)
+    _prepare_database(config, sock, migrate=args.migrate)
 
     import asyncio
 
@@ -100,6 +106,27 @@ def _refuse_off_loopback(config: AppConfig, sock: socket.socket, by: str) -> Non
     for problem in problems:
         print(f"config error: {problem}", file=sys.stderr)
     raise SystemExit(EXIT_CONFIG)
+
+
+def _prepare_database(config: AppConfig, sock: socket.socket, *, migrate: bool) -> None:
+    """With ``--migrate``, migrate (exit 1 if that fails); otherwise exit 2 with one line when
+    the database is not migrated, before anything is served: workers polling a schema that is
+    not there would only repeat warnings. An unreachable database does not stop the start (it
+    may come back; ``/readyz`` says why until it does)."""
+    import asyncio
+
+    if migrate:
+        from bot.cli.migrate import migrate as run_migrations
+
+        if (code := run_migrations(config)) != 0:
+            sock.close()
+            raise SystemExit(code)
+        return
+    problem, _ = asyncio.run(database_state(config))
+    if problem is not None and problem.startswith(NOT_MIGRATED):
+        sock.close()
+        print(f"error: {problem}; or start with `signoff serve --migrate`", file=sys.stderr)
+        raise SystemExit(EXIT_CONFIG)
 
 
 def _engine_options() -> EngineOptions | None:

@@ -1,8 +1,10 @@
-"""``signoff serve`` as a process: health, readiness, and a graceful SIGTERM."""
+"""``signoff serve`` as a process: refusing an unmigrated database, ``--migrate``, health,
+readiness, and a graceful SIGTERM."""
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import textwrap
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,7 +13,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tests.support.process import Server, call, cli, free_port
+from tests.support.process import Server, call, cli, free_port, run_cli
 from tests.support.waiting import quiet, within
 
 
@@ -74,17 +76,27 @@ def config_for(
     return config
 
 
-async def test_health_and_readiness(tmp_path: Path, db_url: str) -> None:
+async def test_serve_refuses_an_unmigrated_database_in_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "fresh.db"
+    sqlite3.connect(db).close()  # a file, but never migrated
+    config = config_for(tmp_path, f"sqlite+aiosqlite:///{db}", free_port())
+    code, out, err = await run_cli("serve", "--config", str(config))
+    assert code == 2, out + err
+    assert out == ""  # neither "serving" nor a sign-in link
+    (line,) = err.strip().splitlines()
+    assert line.startswith("error: database not migrated: run `signoff migrate`"), line
+    assert "signoff serve --migrate" in line
+    with sqlite3.connect(db) as conn:  # it looked, it created nothing
+        assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone() == (0,)
+
+
+async def test_serve_migrate_migrates_then_serves(tmp_path: Path, db_url: str) -> None:
     port = free_port()
     config = config_for(tmp_path, db_url, port)
-    server = Server(config, port, tmp_path / "server.log")
-    await server.start(ready_path="/healthz")  # not migrated yet: alive, not ready
+    server = Server(config, port, tmp_path / "server.log", args=("--migrate",))
+    await server.start(ready_path="/readyz")  # ready: at the newest migration
     try:
         async with aiohttp.ClientSession() as http:
-            status, body = await call(http, "GET", server.base + "/readyz", None)
-            assert status == 503
-            assert "signoff migrate" in body["reason"]
-            await cli(config, "migrate")
             status, body = await call(http, "GET", server.base + "/readyz", None)
             assert status == 200 and body["status"] == "ok"
             status, body = await call(http, "GET", server.base + "/healthz", None)
@@ -94,6 +106,7 @@ async def test_health_and_readiness(tmp_path: Path, db_url: str) -> None:
                 assert "signoff_runs" in await resp.text()
     finally:
         assert await server.stop() == 0
+    assert "database at revision" in (tmp_path / "server.log").read_text()
 
 
 async def test_sigterm_lets_the_step_in_flight_finish(

@@ -59,7 +59,8 @@ async def cli(config: Path, *args: str) -> str:
 
 class Server:
     """``signoff serve`` as a child process; ``env``: extra environment variables for it;
-    ``checkout``: the source tree to serve from (another checkout runs its own ``.venv``)."""
+    ``checkout``: the source tree to serve from (another checkout runs its own ``.venv``);
+    ``args``: more options for ``signoff serve`` (``--migrate``)."""
 
     def __init__(
         self,
@@ -68,8 +69,10 @@ class Server:
         log: Path,
         env: dict[str, str] | None = None,
         checkout: Path = ROOT,
+        args: tuple[str, ...] = (),
     ) -> None:
         self.config = config
+        self.args = args
         self.checkout = checkout
         self.base = f"http://127.0.0.1:{port}"
         self.log = log
@@ -88,6 +91,7 @@ class Server:
                 "serve",
                 "--config",
                 str(self.config),
+                *self.args,
                 cwd=self.checkout,
                 env=child_env(**self.env),
                 stdout=out,
