@@ -38,6 +38,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     by = "--host" if args.host else "server.host (or SIGNOFF_HOST)"
     _refuse_off_loopback(config, sock, by)
     _prepare_database(config, sock, migrate=args.migrate)
+    config = _bound(config, host, int(sock.getsockname()[1]))
 
     import asyncio
 
@@ -48,7 +49,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     app = create_app(config, _engine_options())
     print(
-        f"signoff serving on http://{host}:{port} (public URL {config.server.public_url})",
+        f"signoff serving on http://{host}:{config.server.port} "
+        f"(public URL {config.server.public_url})",
         flush=True,
     )
     if (login := local_admin_link(config)) is not None:
@@ -106,6 +108,21 @@ def _refuse_off_loopback(config: AppConfig, sock: socket.socket, by: str) -> Non
     for problem in problems:
         print(f"config error: {problem}", file=sys.stderr)
     raise SystemExit(EXIT_CONFIG)
+
+
+def _bound(config: AppConfig, host: str, port: int) -> AppConfig:
+    """``config`` with the host and port actually listened on (``--host``/``--port`` win over
+    app.yaml), and a public URL that follows them unless ``server.publicUrl`` (or
+    ``SIGNOFF_PUBLIC_URL``) set it: otherwise every approval link would name the config's
+    port while the service answers on another."""
+    from dataclasses import replace
+
+    from engine.config.sections import default_public_url
+
+    server = replace(config.server, host=host, port=port)
+    if not server.public_url_set:
+        server = replace(server, public_url=default_public_url(host, port))
+    return replace(config, server=server)
 
 
 def _prepare_database(config: AppConfig, sock: socket.socket, *, migrate: bool) -> None:

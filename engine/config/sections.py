@@ -51,6 +51,9 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 8080
     public_url: str = "http://127.0.0.1:8080"  # no trailing slash
+    # True when app.yaml or SIGNOFF_PUBLIC_URL set publicUrl; False when it is derived from
+    # host and port, and so follows the address ``signoff serve`` actually binds.
+    public_url_set: bool = False
     secret_key: str = ""  # signs approval links
     workers: int = 8  # concurrent runs per process
     lease_seconds: int = 30
@@ -153,18 +156,26 @@ _SERVER_ENV = {
 _SERVER_KEYS = (*_SERVER_ENV, "workers", "leaseSeconds", "pollSeconds", "allowInternalTargets")
 
 
+def default_public_url(host: str, port: int) -> str:
+    """``server.publicUrl`` when it is not set: this host and port, a wildcard address shown
+    as loopback (a browser on this machine can open it)."""
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    shown = f"[{shown}]" if ":" in shown else shown
+    return f"http://{shown}:{port}"
+
+
 def parse_server(raw: Any, env: Mapping[str, str], problems: list[str]) -> ServerConfig:
     local: list[str] = []
     s = Section(_overlay(raw, env, _SERVER_ENV), "server", local, _SERVER_KEYS)
     host = s.text("host", "127.0.0.1", required=s.has("host")) or "127.0.0.1"
     port = s.integer("port", 8080, 1, 65535) or 8080
-    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-    shown = f"[{shown}]" if ":" in shown else shown
-    public_url = s.url("publicUrl", f"http://{shown}:{port}") or f"http://{shown}:{port}"
+    derived = default_public_url(host, port)
+    public_url = s.url("publicUrl", derived) or derived
     config = ServerConfig(
         host=host,
         port=port,
         public_url=public_url.rstrip("/"),
+        public_url_set=s.has("publicUrl"),
         secret_key=s.text("secretKey", "") or "",
         workers=s.integer("workers", 8, 1, 256) or 8,
         lease_seconds=s.integer("leaseSeconds", 30, 5, 3600) or 30,

@@ -155,3 +155,61 @@ async def test_sigterm_lets_the_step_in_flight_finish(
     completed = [e["stepId"] for e in journal["events"] if e["event"] == "step_completed"]
     assert completed == ["work", "after"]
     assert remote.keys == [f"{run['id']}:work:1"]  # called once, never retried
+
+
+def held_call_config(tmp_path: Path, db_url: str, port: int, server_extra: str = "") -> Path:
+    """A config whose refunds are held for a person: ``POST /v1/calls`` answers with an
+    ``approvalUrl``."""
+    config = tmp_path / "app.yaml"
+    config.write_text(
+        textwrap.dedent(
+            f"""\
+            database: {{url: '{db_url}'}}
+            server: {{host: 127.0.0.1, port: {port}{server_extra}}}
+            people: {{alice: {{email: alice@example.com}}}}
+            admins: [alice]
+            policies:
+              - {{decision: ask, connector: demo-ledger, action: refund}}
+            """
+        )
+    )
+    return config
+
+
+async def approval_url_served_with_port(config: Path, tmp_path: Path, port: int) -> str:
+    """Serve ``config`` with ``--port port``, hold one call, and return its ``approvalUrl``."""
+    await cli(config, "migrate")
+    agent = (await cli(config, "token", "create", "--role", "agent", "--name", "a")).split()[-1]
+    server = Server(config, port, tmp_path / "server.log", args=("--port", str(port)))
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as http:
+            status, held = await call(
+                http,
+                "POST",
+                server.base + "/v1/calls",
+                agent,
+                {"connector": "demo-ledger", "action": "refund", "args": {"order": "A-1"}},
+            )
+    finally:
+        assert await server.stop() == 0
+    assert status == 202, held
+    url: str = held["approvalUrl"]
+    return url
+
+
+async def test_links_follow_the_port_given_on_the_command_line(tmp_path: Path, db_url: str) -> None:
+    port = free_port()
+    config = held_call_config(tmp_path, db_url, 9)  # the config's port is not the one served
+    url = await approval_url_served_with_port(config, tmp_path, port)
+    assert url.startswith(f"http://127.0.0.1:{port}/approvals/"), url
+    assert f"(public URL http://127.0.0.1:{port})" in (tmp_path / "server.log").read_text()
+
+
+async def test_an_explicit_public_url_is_kept_whatever_the_port(
+    tmp_path: Path, db_url: str
+) -> None:
+    extra = ", publicUrl: 'https://signoff.example.com'"
+    config = held_call_config(tmp_path, db_url, 9, extra)
+    url = await approval_url_served_with_port(config, tmp_path, free_port())
+    assert url.startswith("https://signoff.example.com/approvals/"), url

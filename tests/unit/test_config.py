@@ -401,9 +401,12 @@ def test_server_environment_overrides() -> None:
     assert (config.server.host, config.server.port) == ("0.0.0.0", 9090)
     assert config.server.secret_key == "k"
     assert config.server.public_url == "http://127.0.0.1:9090"
+    assert not config.server.public_url_set  # derived: `signoff serve --port` may move it
     assert not any(w.startswith("server.secretKey") for w in config.warnings)
     env["SIGNOFF_PUBLIC_URL"] = "https://signoff.example.com/"
     assert parse("", env).server.public_url == "https://signoff.example.com"
+    assert parse("", env).server.public_url_set  # set: kept whatever port is served
+    assert parse("server: {publicUrl: 'https://a.example'}").server.public_url_set
     assert problems("", {"SIGNOFF_PORT": "0"}) == [
         "server.port: must be 1..65535, got 0 (from SIGNOFF_PORT)"
     ]
