@@ -106,7 +106,7 @@ async def test_serve_migrate_migrates_then_serves(tmp_path: Path, db_url: str) -
                 assert "signoff_runs" in await resp.text()
     finally:
         assert await server.stop() == 0
-    assert "database at revision" in (tmp_path / "server.log").read_text()
+    assert "database migrated to revision" in (tmp_path / "server.log").read_text()
 
 
 async def test_sigterm_lets_the_step_in_flight_finish(
