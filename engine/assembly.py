@@ -178,7 +178,7 @@ class Engine:
         # writes through these, never through the store).
         self.runs = Runs(config, self.workflows, self._create_run)
         self.queries = Queries(self.store, self._approval_queue)
-        self.tokens = Tokens(self.store)
+        self.tokens = Tokens(self.store, self.clock)
         self.chat = ChatRecords(self.store)
         self.replays = ReplayGuard(store, self.clock)  # chat requests act once
         self.stored_workflows = StoredWorkflows(config, self.store, self.clock)
