@@ -55,6 +55,12 @@ from engine.services.workflows import StoredWorkflows
 
 MAX_INPUT_BYTES = 256 * 1024
 LISTEN_WAIT_SECONDS = 5.0  # the longest ``Engine.start`` waits for PostgreSQL's LISTEN
+# The longest a new run waits for a worker slot of this process before it is queued instead
+# (``Workers.offer_soon``). Starts that wait are the server's back-pressure: without it, 64
+# clients in flight had 5,000 runs accepted 13 s before the last of them parked (every queued
+# run costs a claim transaction besides); with it, the last parks within milliseconds of its
+# start's answer (bench/peers.py, "last start accepted -> all parked").
+START_WAIT_SECONDS = 0.5
 
 
 @dataclass
@@ -253,9 +259,10 @@ class Engine:
         agent: str | None,
         idempotency_key: str | None,
     ) -> tuple[Run, bool]:
-        """Write a queued run for ``Runs.start_run``, claimed by this process's workers when
-        one of their slots is free (no queue round trip)."""
-        offer = self.workers.offer()
+        """Write a queued run for ``Runs.start_run``, claimed in the same transaction by this
+        process's workers when one of their slots is free within ``START_WAIT_SECONDS`` (no
+        queue round trip)."""
+        offer = await self.workers.offer_soon(START_WAIT_SECONDS)
         try:
             run, created = await self.store.create_run(
                 NewRun(

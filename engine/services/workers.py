@@ -89,13 +89,13 @@ class Workers:
 
     async def offer_soon(self, seconds: float = OFFER_WAIT_SECONDS) -> Adopt | None:
         """``offer``; with every slot busy, the first slot freed within ``seconds``, unless
-        queued runs are known to wait for slots (they come first: a decision that finds none
-        queues its run behind them). Under a burst of decisions a slot frees every few
-        milliseconds, and a decision that takes one skips the queue: without it, its run is
-        queued and claimed in another transaction, which appends the resumed step's start
-        again (bench/peers.py, 32 decisions at a time on 32 slots: the burst resumed 2,000
-        runs/s without the wait, 3,064 with it). Whoever waits is told when a slot frees, in
-        turn; ``None`` once the time is up or the workers stop."""
+        queued runs are known to wait for slots (they come first: a decision or a new run
+        that finds none queues its run behind them). Under a burst of decisions a slot frees
+        every few milliseconds, and a decision that takes one skips the queue: without it, its
+        run is queued and claimed in another transaction, which appends the resumed step's
+        start again (bench/peers.py, 32 decisions at a time on 32 slots: the burst resumed
+        2,000 runs/s without the wait, 3,064 with it). Whoever waits is told when a slot
+        frees, in turn; ``None`` once the time is up or the workers stop."""
         offer = self.offer()
         if offer is not None or not self.waits_for_slots:
             return offer

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from engine import assembly
 from engine.assembly import Engine
 from engine.domain import decisions
 from engine.domain.model import Role, RunStatus, TakeoverStatus
@@ -282,6 +283,32 @@ async def test_with_every_slot_busy_a_decision_takes_the_first_slot_freed(
         await wait_status(busy.engine, busy.run_id, RunStatus.COMPLETED)
     assert after.status == TakeoverStatus.RELEASED
     assert busy.claims == []
+
+
+async def test_with_every_slot_busy_a_new_run_takes_the_first_slot_freed(
+    migrated_db_url: str,
+) -> None:
+    """A start waits for a slot too (the server's back-pressure): its run is advanced here,
+    unclaimed, rather than queued behind the ones already accepted."""
+    async with slot_busy(migrated_db_url) as busy:
+        start = asyncio.create_task(busy.engine.runs.start_run("flow", {}, AGENT))
+        await asyncio.sleep(0)  # its first step: no slot, so it waits for one
+        assert not start.done()
+        busy.engine.workers.settle(busy.held)  # the slot frees without a run
+        run, created = await start
+        assert created and run.lease_owner == busy.engine.workers.owner
+        await wait_status(busy.engine, run.id, RunStatus.WAITING)
+    assert busy.claims == []
+
+
+async def test_a_new_run_waits_no_longer_than_the_start_bound(
+    migrated_db_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With no slot freed in time, the run is queued (and the start answered) as before."""
+    monkeypatch.setattr(assembly, "START_WAIT_SECONDS", 0.01)
+    async with slot_busy(migrated_db_url) as busy:
+        run, created = await busy.engine.runs.start_run("flow", {}, AGENT)
+        assert created and run.status == RunStatus.QUEUED and run.lease_owner is None
 
 
 async def test_a_decision_waits_for_a_slot_no_longer_than_it_is_given(
