@@ -222,3 +222,36 @@ async def test_https_public_url_sends_hsts(sqlite_url: str) -> None:
         for path in ("/healthz", "/console/login", "/nowhere", "/v1/runs"):
             resp = await api.client.get(path)
             assert resp.headers["Strict-Transport-Security"].startswith("max-age="), path
+
+
+async def test_a_short_flat_body_is_checked_on_the_loop_a_workflow_in_a_thread(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hop to a thread cost more than checking a start's or a decision's body; a stored
+    workflow's schema is checked node by node and stays off the event loop, however short."""
+    import asyncio
+
+    from bot.api import bodies
+
+    checked_in_threads: list[str] = []
+    real = asyncio.to_thread
+
+    async def noted(function: Any, *args: Any) -> Any:
+        checked_in_threads.append(function.__name__)
+        return await real(function, *args)
+
+    monkeypatch.setattr(bodies.asyncio, "to_thread", noted)
+    status, _ = await api.call(
+        "POST", "/v1/runs", as_="agent", json={"workflow": "refund-demo", "input": {"x": 1}}
+    )
+    assert status == 201 and checked_in_threads == []
+    status, body = await api.call(
+        "POST",
+        "/v1/runs",
+        as_="agent",
+        json={"workflow": "refund-demo", "input": {"x": 2}, "no": 1},
+    )
+    assert status == 400 and "no" in body["message"], body  # checked all the same
+    stored = {"name": "w", "nodes": [{"id": "a", "type": "approval", "channels": ["web"]}]}
+    status, _ = await api.call("POST", "/v1/workflows", as_="admin", json=stored)
+    assert status in (200, 201) and checked_in_threads == ["_problems"]
