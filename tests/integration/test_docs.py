@@ -208,6 +208,12 @@ async def test_the_block_runs(block: Block, served: Served, tmp_path: Path) -> N
     assert proc.returncode == 0, f"{block.name} failed:\n{block.code}\n--- output\n{out.decode()}"
     if '"mailer", "send"' in block.code:  # the client snippets really reached the mailer
         assert served.mails, "the mailer received nothing"
+    if '"demo-ledger",\n            "refund"' in block.code:  # the README's held call
+        text = out.decode()
+        held = "held for a person: demo-ledger.refund with 3 arguments (order, amount, currency)"
+        shown = text.index(held + "\ndecide at ")
+        assert f"{served.base}/approvals/" in text[shown:], text
+        assert text.index("approved; the ledger answered: {") > shown, text
 
 
 async def approve_whatever_waits(served: Served) -> None:

@@ -76,7 +76,11 @@ def test_root_app_yaml_loads_with_an_empty_environment() -> None:
     assert config.gate.enabled is None and config.gate.channels == ()
     assert config.connectors["mailer"].base_url == "http://127.0.0.1:9"
     assert config.connectors["demo-ledger"].type is ConnectorType.DEMO_LEDGER
-    assert [r.decision for r in config.policies] == [Decision.BLOCK, Decision.ASK]
+    assert [(r.decision, r.connector, r.action) for r in config.policies] == [
+        (Decision.BLOCK, "mailer", "purge*"),
+        (Decision.ASK, "mailer", "send"),
+        (Decision.ASK, "demo-ledger", "refund"),  # the README's agent example is held
+    ]
     assert config.rule_problems == ()
 
 
