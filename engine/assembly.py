@@ -262,7 +262,7 @@ class Engine:
         """Write a queued run for ``Runs.start_run``, claimed in the same transaction by this
         process's workers when one of their slots is free within ``START_WAIT_SECONDS`` (no
         queue round trip)."""
-        offer = await self.workers.offer_soon(START_WAIT_SECONDS)
+        offer = await self.workers.offer_soon(START_WAIT_SECONDS, paced=True)
         try:
             run, created = await self.store.create_run(
                 NewRun(

@@ -87,38 +87,59 @@ class Workers:
         self._reserved += 1
         return Adopt(self.owner, self.clock.now() + self.lease, plan=self.interpreter.resume_plan)
 
-    async def offer_soon(self, seconds: float = OFFER_WAIT_SECONDS) -> Adopt | None:
+    async def offer_soon(
+        self, seconds: float = OFFER_WAIT_SECONDS, *, paced: bool = False
+    ) -> Adopt | None:
         """``offer``; with every slot busy, the first slot freed within ``seconds``, unless
-        queued runs are known to wait for slots (they come first: a decision or a new run
-        that finds none queues its run behind them). Under a burst of decisions a slot frees
-        every few milliseconds, and a decision that takes one skips the queue: without it, its
-        run is queued and claimed in another transaction, which appends the resumed step's
-        start again (bench/peers.py, 32 decisions at a time on 32 slots: the burst resumed
-        2,000 runs/s without the wait, 3,064 with it). Whoever waits is told when a slot
-        frees, in turn; ``None`` once the time is up or the workers stop."""
+        queued runs are known to wait for slots (they come first: a decision that finds none
+        queues its run behind them). Under a burst of decisions a slot frees every few
+        milliseconds, and a decision that takes one skips the queue: without it, its run is
+        queued and claimed in another transaction, which appends the resumed step's start
+        again (bench/peers.py, 32 decisions at a time on 32 slots: the burst resumed 2,000
+        runs/s without the wait, 3,064 with it). Whoever waits is told when a slot frees, in
+        turn; ``None`` once the time is up or the workers stop.
+
+        ``paced`` (a new run): behind queued runs it waits all the same, until a slot frees
+        (or the time is up), and leaves that slot to them: its run is queued no faster than
+        the workers take runs on, so a flood of starts cannot run ahead of them."""
         offer = self.offer()
-        if offer is not None or not self.waits_for_slots:
+        if offer is not None or self._stopping or self._loop_task is None:
             return offer
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + seconds
+        if self._more_queued and not paced:
+            return None
+        deadline = asyncio.get_running_loop().time() + seconds
         while True:
-            freed: asyncio.Future[None] = loop.create_future()
-            self._slot_waiters.append(freed)
-            try:
-                async with asyncio.timeout_at(deadline):
-                    await freed
-            except BaseException as exc:
-                if freed.done() and not freed.cancelled():
-                    self._slot_freed()  # told, but leaving: the next in turn is told instead
-                else:
-                    with contextlib.suppress(ValueError):
-                        self._slot_waiters.remove(freed)
-                if isinstance(exc, TimeoutError):
-                    return None
-                raise
+            behind_queued = self._more_queued
+            if not await self._slot_freed_before(deadline, keep=not behind_queued):
+                return None
+            if behind_queued:
+                return None  # the slot is the queued runs' (the claim ``_done`` wakes takes it)
             offer = self.offer()
-            if offer is not None or not self.waits_for_slots:
+            if offer is not None or self._stopping:
                 return offer
+            if self._more_queued and not paced:
+                return None
+
+    async def _slot_freed_before(self, deadline: float, *, keep: bool) -> bool:
+        """Wait in turn to be told of a freed slot; False once ``deadline`` (loop time) passes.
+        A waiter told just as it leaves passes the news on when it would have ``keep`` the
+        slot (one that was only pacing has nothing to pass on)."""
+        freed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._slot_waiters.append(freed)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await freed
+        except BaseException as exc:
+            if freed.done() and not freed.cancelled():
+                if keep:
+                    self._slot_freed()  # told, but leaving: the next in turn is told instead
+            else:
+                with contextlib.suppress(ValueError):
+                    self._slot_waiters.remove(freed)
+            if isinstance(exc, TimeoutError):
+                return False
+            raise
+        return True
 
     @property
     def waits_for_slots(self) -> bool:

@@ -311,6 +311,26 @@ async def test_a_new_run_waits_no_longer_than_the_start_bound(
         assert created and run.status == RunStatus.QUEUED and run.lease_owner is None
 
 
+async def test_behind_queued_runs_a_new_run_waits_for_a_slot_and_leaves_it_to_them(
+    migrated_db_url: str,
+) -> None:
+    """A flood of starts cannot run ahead of the workers: behind queued runs a start is
+    answered once a slot frees, and the slot goes to the oldest queued run."""
+    async with slot_busy(migrated_db_url) as busy:
+        busy.engine.wake()  # runs may be queued (another replica's, or a start that timed out)
+        for _ in range(20):  # the claim loop's turn: it finds no free slot
+            await asyncio.sleep(0)
+        start = asyncio.create_task(busy.engine.runs.start_run("flow", {}, AGENT))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not start.done()  # paced: waiting for a slot to free
+        busy.engine.workers.settle(busy.held)
+        run, created = await start
+        assert created and run.status == RunStatus.QUEUED and run.lease_owner is None
+        await wait_status(busy.engine, run.id, RunStatus.WAITING)  # claimed in turn
+    assert busy.claims == [1]
+
+
 async def test_a_decision_waits_for_a_slot_no_longer_than_it_is_given(
     migrated_db_url: str,
 ) -> None:
