@@ -60,7 +60,7 @@ LISTEN_WAIT_SECONDS = 5.0  # the longest ``Engine.start`` waits for PostgreSQL's
 # clients in flight had 5,000 runs accepted 13 s before the last of them parked (every queued
 # run costs a claim transaction besides); with it, the last parks within milliseconds of its
 # start's answer (bench/peers.py, "last start accepted -> all parked").
-START_WAIT_SECONDS = 0.5
+START_WAIT_SECONDS = 1.0
 
 
 @dataclass
