@@ -1,8 +1,12 @@
 """Signoff next to LangGraph and DBOS: one scenario, one run of each, databases on one disk.
 
-    python bench/peers.py [--runs 1000] [--sample 200] [--rounds 1]
-                          [--systems signoff,signoff-http,langgraph,dbos] [--dir DIR]
-                          [--against CHECKOUT]
+    python bench/peers.py [--runs 1000] [--sample 200] [--rounds 1] [--busy K]
+                          [--systems signoff-http,signoff,langgraph-async,langgraph,dbos]
+                          [--dir DIR] [--against CHECKOUT]
+
+The headline is the first column, ``signoff (HTTP)``: what a user gets, a real ``signoff
+serve`` with the server settings a deployment gets by default, driven over HTTP. The engine
+called in process (``in-process``) is beside it, for the cost of the HTTP path.
 
 The scenario, for every system: N runs of ``prepare -> wait for a human -> act``. Park them all,
 then deliver every approval. Each system runs in a child process of its own (clean RSS and
@@ -19,36 +23,43 @@ with that Python. Under a Python without them, a system is skipped with a note (
 it was named in ``--systems``).
 
 The systems:
-- signoff: the engine in process, as ``bench/park_resume.py`` drives it (SQLite file, 32
-  workers); ``act`` is its ``ActClock`` connector, which notes when it is called.
-- signoff-http: a real ``signoff serve`` process on its own SQLite file, driven through the
-  REST API: ``POST /v1/runs`` to start, ``POST /v1/runs/{id}/takeover/{tkId}/grant`` with
-  ``{"release": true}`` to decide. ``act`` is a python connector (``note_act``) that appends
+- signoff-http: a real ``signoff serve`` process on its own SQLite file, with the ``server:``
+  defaults of ``engine/config`` (workers, lease, poll), driven through the REST API with 64
+  requests in flight: ``POST /v1/runs`` to start, ``POST /v1/runs/{id}/takeover/{tkId}/grant``
+  with ``{"release": true}`` to decide. ``act`` is a python connector (``note_act``) that appends
   ``run-id time`` to a file this driver tails; ``perf_counter`` is CLOCK_MONOTONIC on Linux,
   one clock for both processes.
+- signoff: the engine in process, as ``bench/park_resume.py`` drives it (SQLite file, 32
+  workers); ``act`` is its ``ActClock`` connector, which notes when it is called.
 - langgraph: a ``StateGraph`` prepare -> approve (``interrupt()``) -> act with a
   ``SqliteSaver`` on a file, sync API. A run is parked when ``invoke`` returns at the
   interrupt; ``invoke(Command(resume=...))`` releases it and runs ``act`` in the caller.
-- langgraph-async (only when named in ``--systems``): the same graph on ``AsyncSqliteSaver``
-  through ``ainvoke``, 32 releases in flight in the burst.
+- langgraph-async: the same graph on ``AsyncSqliteSaver`` through ``ainvoke``, 64 calls in
+  flight (as many as signoff-http's clients).
 - dbos: DBOS Transact, SQLite system database, default settings: workflow = step prepare,
   ``DBOS.recv(topic)``, step act; ``DBOS.send`` releases. A parked workflow holds a thread, and
   on SQLite a poller re-checks every waiter once per second (DBOS's default interval).
 
 Figures (printed, never asserted):
-- park rate: N runs started the way the burst releases them (asyncio systems: 32 starts in
-  flight; sync APIs: blocking calls back to back from one driver), divided by the time until
-  all are parked (Signoff: run status ``waiting``; LangGraph: ``invoke`` returned; DBOS: the
-  workflow is registered as a ``recv`` waiter). ``--starters K`` starts K at once in every
-  system instead, each its own way of taking concurrent callers: Signoff's loop takes their
-  calls concurrently, LangGraph's saver serializes threads on its lock, DBOS starts each
-  workflow on a thread of its own; ``--starters 1``: every system one after another;
+- park rate: N runs started the way the burst releases them (signoff-http and
+  langgraph-async: 64 starts in flight; in-process signoff: 32; sync APIs: blocking calls
+  back to back from one driver), divided by the time until all are parked (Signoff: run
+  status ``waiting``; LangGraph: ``invoke`` returned; DBOS: the workflow is registered as a
+  ``recv`` waiter). ``--starters K`` starts K at once in every system instead, each its own
+  way of taking concurrent callers: Signoff's loop takes their calls concurrently,
+  LangGraph's saver serializes threads on its lock, DBOS starts each workflow on a thread of
+  its own; ``--starters 1``: every system one after another;
+- last start accepted -> all parked: from the last start's answer to every run parked (how far
+  a server that answers starts lets its work fall behind them);
 - release-to-act p50/p99, one at a time (``--sample`` runs): from the release call to the act
   step's call; the next release only after that;
-- resume rate: the other runs released as a burst (asyncio systems: 32 release calls in
-  flight; sync APIs: blocking calls back to back from one driver), runs divided by the
+- resume rate: the other runs released as a burst (as many release calls in flight as
+  starts; sync APIs: blocking calls back to back from one driver), runs divided by the
   time from the first release call to the last act call;
 - burst p99: in that burst, per run, its release call to its act call;
+- CPU ms per run: the CPU time of every process of the system and its driver (signoff-http:
+  this driver's and the server's, from /proc), from the first start to the burst's last act,
+  divided by N: the budget a run costs on a machine that does other work too;
 - RSS bytes per parked run: (RSS after parking - before) / N, after ``gc.collect()`` (for
   signoff-http: the server's RSS, no collection there);
 - tasks and threads held while parked: after parking minus before, ``len(asyncio.all_tasks())``
@@ -65,6 +76,12 @@ here: a ratio between systems measured in one round is the steadier figure.
 worktree with its ``.venv`` installed), ``--rounds`` times, the two sides taking turns in
 alternating order, and prints each figure's ratio this / other round by round, its median and
 the spread of each side's rounds: a change's before and after.
+
+``PEERS_HTTP_SERVER='{workers: 32, leaseSeconds: 30, pollSeconds: 2.0}'`` in the environment
+serves signoff-http with other ``server:`` settings than the defaults.
+
+``--busy K`` runs K busy loops (a process spinning on a core each) beside every measurement:
+the figures of a machine that is not idle.
 """
 
 from __future__ import annotations
@@ -86,7 +103,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -101,15 +118,25 @@ from engine.adapters.store import Database, SqlStore
 from engine.adapters.store.migrate import upgrade_to_head
 from engine.assembly import Engine, EngineOptions
 from engine.config import parse_config
+from engine.config.sections import ServerConfig
 from engine.domain.model import Principal, Role, RunStatus, TakeoverStatus
 from tests.reliability.cluster import Cluster
 
-DEFAULT_SYSTEMS = ("signoff", "signoff-http", "langgraph", "dbos")
-SYSTEMS = (*DEFAULT_SYSTEMS, "langgraph-async")
+DEFAULT_SYSTEMS = ("signoff-http", "signoff", "langgraph-async", "langgraph", "dbos")
+SYSTEMS = DEFAULT_SYSTEMS
+# The table's column heads: the HTTP column is what a user gets; the engine in process is not.
+HEADS = {"signoff-http": "signoff (HTTP)", "signoff": "in-process"}
 LANGGRAPH = ("langgraph", "langgraph.checkpoint.sqlite")
 NEEDS = {"langgraph": LANGGRAPH, "langgraph-async": (*LANGGRAPH, "aiosqlite"), "dbos": ("dbos",)}
 BURST_IN_FLIGHT = 32  # release calls in flight during a Signoff burst
-SERVER = "{workers: 32, leaseSeconds: 60, pollSeconds: 0.5}"
+SERVER = "{workers: 32, leaseSeconds: 60, pollSeconds: 0.5}"  # the in-process engine's
+# signoff-http serves what a deployment gets: the server section's defaults (engine/config).
+_DEFAULTS = ServerConfig()
+HTTP_SERVER = os.environ.get("PEERS_HTTP_SERVER") or (
+    f"{{workers: {_DEFAULTS.workers}, leaseSeconds: {_DEFAULTS.lease_seconds}, "
+    f"pollSeconds: {_DEFAULTS.poll_seconds}}}"
+)
+HTTP_IN_FLIGHT = 64  # requests in flight from signoff-http's clients, langgraph-async's callers
 PEOPLE = "people: {ann: {email: ann@example.com}}\n"
 ACT_LOG_ENV = "PEERS_ACT_LOG"
 TOPIC = "approval"
@@ -167,7 +194,7 @@ class Arm:
     def parked(self) -> int:
         raise NotImplementedError
 
-    def park_all(self, runs: int, starters: int) -> tuple[list[str], float]:
+    def park_all(self, runs: int, starters: int) -> tuple[list[str], float, float]:
         return park(self, runs, starters)
 
     def one_by_one(self, keys: list[str]) -> list[float]:
@@ -197,6 +224,10 @@ class Arm:
 
     def db_bytes(self) -> int:
         raise NotImplementedError
+
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by the system and its driver (all their threads)."""
+        return time.process_time()
 
     def close(self) -> None: ...
 
@@ -238,8 +269,8 @@ class LoopArm(Arm):
     # The timed phases run inside the loop, as an asyncio caller of the system would: no
     # thread hop between the driver and the system in what is measured.
 
-    def park_all(self, runs: int, starters: int) -> tuple[list[str], float]:
-        async def park_them() -> tuple[list[str], float]:
+    def park_all(self, runs: int, starters: int) -> tuple[list[str], float, float]:
+        async def park_them() -> tuple[list[str], float, float]:
             started = time.perf_counter()
             numbers = iter(range(runs))
             keys: dict[int, str] = {}
@@ -249,9 +280,11 @@ class LoopArm(Arm):
                     keys[i] = await self.astart(i)
 
             await asyncio.gather(*(starter() for _ in range(starters)))
+            accepted = time.perf_counter()
             while await self.aparked() < runs:
                 await asyncio.sleep(0.02)
-            return [keys[i] for i in range(runs)], time.perf_counter() - started
+            done = time.perf_counter()
+            return [keys[i] for i in range(runs)], done - started, done - accepted
 
         return self.run(park_them())
 
@@ -277,7 +310,7 @@ class LoopArm(Arm):
                 await self.release_one(key)
 
         async def all_of_them() -> None:
-            await asyncio.gather(*(releaser() for _ in range(BURST_IN_FLIGHT)))
+            await asyncio.gather(*(releaser() for _ in range(self.in_flight)))
 
         self.run(all_of_them())
 
@@ -390,6 +423,7 @@ class SignoffHttpArm(SignoffArm):
     requests are read from its database."""
 
     name = "signoff-http"
+    in_flight = HTTP_IN_FLIGHT
 
     def setup(self) -> None:
         act_log = self.dir / f"{self.name}.acts"
@@ -397,7 +431,7 @@ class SignoffHttpArm(SignoffArm):
         self.acts = ActLog(act_log)
         files = self.dir / f"{self.name}-server"
         files.mkdir(exist_ok=True)
-        self.cluster = Cluster(files, self.url, PEOPLE + HTTP_WORKFLOW, server=SERVER)
+        self.cluster = Cluster(files, self.url, PEOPLE + HTTP_WORKFLOW, server=HTTP_SERVER)
         self.run(self.start_server())
         self.base = self.cluster.servers[0].base
         self.database = Database(self.url)
@@ -411,7 +445,7 @@ class SignoffHttpArm(SignoffArm):
         await self.cluster.start()
         self.http = aiohttp.ClientSession(
             timeout=aiohttp.ClientTimeout(total=120),
-            connector=aiohttp.TCPConnector(limit=BURST_IN_FLIGHT),
+            connector=aiohttp.TCPConnector(limit=HTTP_IN_FLIGHT),
         )
 
     async def post(self, path: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -437,6 +471,14 @@ class SignoffHttpArm(SignoffArm):
         server = self.cluster.servers[0].proc
         assert server is not None
         return process_footprint(server.pid)
+
+    def cpu_seconds(self) -> float:
+        """The driver's CPU time and the server's: the budget a request costs on the machine."""
+        server = self.cluster.servers[0].proc
+        assert server is not None
+        fields = Path(f"/proc/{server.pid}/stat").read_text().rpartition(")")[2].split()
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime
+        return time.process_time() + ticks / os.sysconf("SC_CLK_TCK")
 
     async def aclose(self) -> None:
         await self.http.close()
@@ -530,6 +572,7 @@ class LangGraphAsyncArm(LoopArm, LangGraphArm):
     """The same graph on ``AsyncSqliteSaver`` (aiosqlite) through ``ainvoke``."""
 
     name = "langgraph-async"
+    in_flight = HTTP_IN_FLIGHT
 
     def setup(self) -> None:
         from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -638,10 +681,12 @@ class Result:
     runs: int
     starters: int  # runs started at once while parking
     park_rate: float
+    parked_behind: float  # seconds from the last start accepted to every run parked
     resume_rate: float
     p50_ms: float
     p99_ms: float
     burst_p99_ms: float
+    cpu_ms_per_run: float  # CPU time of system and driver, parking to the burst's end, per run
     rss_per_run: float
     tasks_held: int | None
     threads_held: int
@@ -661,18 +706,21 @@ def poll(arm: Arm, done: Callable[[], bool], every: float, timeout: float, what:
         arm.pause(every)
 
 
-def park(arm: Arm, runs: int, starters: int) -> tuple[list[str], float]:
+def park(arm: Arm, runs: int, starters: int) -> tuple[list[str], float, float]:
     """Start ``runs`` runs, one after another (``starters`` 1) or from that many threads at
-    once, wait until all are parked; keys and seconds."""
+    once, wait until all are parked; keys, seconds, and seconds from the last start accepted
+    to all parked."""
     started = time.perf_counter()
     if starters == 1:
         keys = [arm.start(i) for i in range(runs)]
     else:
         with ThreadPoolExecutor(starters, thread_name_prefix="starter") as pool:
             keys = list(pool.map(arm.start, range(runs)))
-    log(f"{arm.name}: {runs} started in {time.perf_counter() - started:.1f} s")
+    accepted = time.perf_counter()
+    log(f"{arm.name}: {runs} started in {accepted - started:.1f} s")
     poll(arm, lambda: arm.parked() >= runs, 0.02, max(3600, runs), "the runs to park")
-    return keys, time.perf_counter() - started
+    done = time.perf_counter()
+    return keys, done - started, done - accepted
 
 
 def until_acted(arm: Arm, count: int, timeout: float) -> Mapping[str, float]:
@@ -712,7 +760,8 @@ def measure(system: str, directory: Path, runs: int, sample: int, starters: int 
     try:
         arm.pause(0.2)
         before = arm.footprint()
-        keys, park_seconds = arm.park_all(runs, starters)
+        cpu_before = arm.cpu_seconds()
+        keys, park_seconds, behind = arm.park_all(runs, starters)
         log(f"{system}: {runs} parked in {park_seconds:.1f} s")
         arm.pause(SETTLE_SECONDS)
         after = arm.footprint()
@@ -721,6 +770,7 @@ def measure(system: str, directory: Path, runs: int, sample: int, starters: int 
         latencies = arm.one_by_one(keys[:sample])
         log(f"{system}: {sample} released one at a time")
         resume_seconds, burst_ms = burst(arm, keys[sample:], sample)
+        cpu_seconds = arm.cpu_seconds() - cpu_before
         log(f"{system}: burst of {runs - sample} resumed in {resume_seconds:.1f} s")
     finally:
         arm.close()
@@ -730,10 +780,12 @@ def measure(system: str, directory: Path, runs: int, sample: int, starters: int 
         runs=runs,
         starters=starters,
         park_rate=runs / park_seconds,
+        parked_behind=behind,
         resume_rate=(runs - sample) / resume_seconds,
         p50_ms=statistics.median(latencies),
         p99_ms=pct(latencies, 99),
         burst_p99_ms=pct(burst_ms, 99),
+        cpu_ms_per_run=cpu_seconds * 1000 / runs,
         rss_per_run=(after.rss - before.rss) / runs,
         tasks_held=tasks,
         threads_held=after.threads - before.threads,
@@ -848,10 +900,12 @@ def number(value: float | None, digits: int = 0) -> str:
 ROWS: list[tuple[str, Callable[[Result], str]]] = [
     ("runs started at once while parking", lambda r: number(r.starters)),
     ("park rate (runs/s)", lambda r: number(r.park_rate)),
+    ("last start accepted -> all parked (s)", lambda r: number(r.parked_behind, 2)),
     ("resume rate, burst (runs/s)", lambda r: number(r.resume_rate)),
     ("release-to-act p50, one at a time (ms)", lambda r: number(r.p50_ms, 2)),
     ("release-to-act p99, one at a time (ms)", lambda r: number(r.p99_ms, 2)),
     ("release-to-act p99, burst (ms)", lambda r: number(r.burst_p99_ms, 1)),
+    ("CPU ms per run, park to resumed (all processes)", lambda r: number(r.cpu_ms_per_run, 2)),
     ("RSS bytes per parked run", lambda r: number(r.rss_per_run)),
     ("asyncio tasks held while parked", lambda r: number(r.tasks_held)),
     ("threads held while parked", lambda r: number(r.threads_held)),
@@ -864,7 +918,7 @@ def print_table(results: list[Result], sample: int) -> None:
     width = max(len(label) for label, _ in ROWS) + 2
     runs = results[0].runs
     print(f"\n{runs} runs per system; one-at-a-time sample {sample}, burst {runs - sample}")
-    print("figure".ljust(width) + "".join(f"{r.system:>16}" for r in results))
+    print("figure".ljust(width) + "".join(f"{HEADS.get(r.system, r.system):>16}" for r in results))
     for label, cell in ROWS:
         print(label.ljust(width) + "".join(f"{cell(r):>16}" for r in results))
     by_name = {r.system: r for r in results}
@@ -874,7 +928,8 @@ def print_table(results: list[Result], sample: int) -> None:
                 a, b = by_name[ours], by_name[peer]
                 print(
                     f"{ours}/{peer}: park rate x{a.park_rate / b.park_rate:.2f}, "
-                    f"resume rate x{a.resume_rate / b.resume_rate:.2f}"
+                    f"resume rate x{a.resume_rate / b.resume_rate:.2f}, "
+                    f"release-to-act p50 x{a.p50_ms / b.p50_ms:.2f}"
                 )
 
 
@@ -906,7 +961,7 @@ def print_rounds(rounds: list[list[Result]]) -> None:
             ]
             if not pairs:
                 continue
-            for figure in ("park_rate", "resume_rate"):
+            for figure in ("park_rate", "resume_rate", "p50_ms"):
                 ratios = [getattr(a, figure) / getattr(b, figure) for a, b in pairs]
                 listed = ", ".join(f"x{x:.2f}" for x in ratios)
                 print(
@@ -915,7 +970,7 @@ def print_rounds(rounds: list[list[Result]]) -> None:
                 )
 
 
-AGAINST_FIGURES = ("park_rate", "resume_rate", "p50_ms", "p99_ms", "burst_p99_ms")
+AGAINST_FIGURES = ("park_rate", "resume_rate", "p50_ms", "p99_ms", "burst_p99_ms", "cpu_ms_per_run")
 
 
 def against(
@@ -991,6 +1046,14 @@ def main() -> None:
         help="measure each system here and in CHECKOUT (an earlier commit's worktree with its"
         " .venv installed), --rounds times in alternating order, and print the ratios",
     )
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        metavar="K",
+        help="K busy loops (processes spinning on a core) run beside every measurement:"
+        " a machine that is not idle",
+    )
     parser.add_argument("--child", choices=SYSTEMS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     sample = max(1, min(args.sample, args.runs // 2))
@@ -1002,6 +1065,25 @@ def main() -> None:
         Path(args.dir).mkdir(parents=True, exist_ok=True)
     directory = Path(tempfile.mkdtemp(prefix="signoff-peers-", dir=args.dir))
     print(f"databases in {directory}", flush=True)
+    with busy_loops(args.busy):
+        compare(args, systems, directory, sample)
+
+
+@contextlib.contextmanager
+def busy_loops(count: int) -> Iterator[None]:
+    """``count`` processes that spin on a core each, for as long as the block runs."""
+    spinning = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    if count:
+        print(f"{count} busy loop(s) beside every measurement", flush=True)
+    try:
+        yield
+    finally:
+        for process in spinning:
+            process.kill()
+            process.wait()
+
+
+def compare(args: argparse.Namespace, systems: list[str], directory: Path, sample: int) -> None:
     if args.against is not None:
         against(systems, args.against.resolve(), directory, args.runs, sample,
                 max(1, args.rounds), args.starters)  # fmt: skip
