@@ -103,7 +103,7 @@ class Sessions:
             return None
         if token.role not in CONSOLE_ROLES:
             return None
-        who = token_principal(self.config, token)  # admin only while listed in admins:
+        who = token_principal(self.config, token)  # acting_role: admins: decides
         request[_PRINCIPAL] = who
         return who
 

@@ -3,9 +3,12 @@
 Every front end (REST API, web console, Slack, Teams, the CLI) asks here; none decides alone.
 
 - **Admins** are the people listed in ``admins:`` (people only; the config refuses groups
-  there). A credential acts as an admin only while its person is listed: an admin token whose
-  person was removed from ``admins:`` acts as an approver from its next request on, and
-  ``signoff token create --role admin`` refuses a person who is not listed.
+  there), through any credential bound to them: an approver or admin token naming them, their
+  Slack or Teams identity, a sign-in link. ``acting_role`` is that rule, for every front end:
+  a token's person decides, checked on every request (an admin token whose person was removed
+  from ``admins:`` acts as an approver from its next request on); an admin token naming no
+  person keeps its role; an agent token stays an agent's, whoever it names. ``signoff token
+  create --role admin`` refuses a person who is not listed (``admin_token_problem``).
 - **The acting agent** of a run or held call is the calling token's own name. A body ``agent``
   may only narrow it: it must be the token's name or a sub-name ``<token name>/<sub>`` (one
   agent token serving several bots). Naming anything else is refused (403) before anything is
@@ -85,26 +88,46 @@ class Roster(Protocol):
 
 
 def is_admin(config: Roster, person: str | None) -> bool:
-    """Whether ``person`` is an admin: listed in ``admins:``. Tokens without a person never are."""
+    """Whether ``person`` is an admin: listed in ``admins:``."""
     return person is not None and person in config.admins
 
 
 def acting_role(config: Roster, role: Role, person: str | None) -> Role:
-    """The role a credential acts with now: an admin credential whose person is not (or no
-    longer) an admin acts as an approver."""
-    if role == Role.ADMIN and not is_admin(config, person):
-        return Role.APPROVER
-    return role
+    """The role a credential of ``role`` bound to ``person`` (None: bound to nobody) acts with
+    now. The person decides: listed in ``admins:``, they act as an admin; otherwise as an
+    approver, also through an admin token (removed from ``admins:`` since it was made). A
+    credential bound to nobody keeps its own role, and an agent's stays an agent's: a bot
+    acting for an admin is no admin."""
+    if role == Role.AGENT or person is None:
+        return role
+    return Role.ADMIN if is_admin(config, person) else Role.APPROVER
+
+
+def admin_refusal(config: Roster, role: Role, person: str | None) -> str | None:
+    """Why a credential of ``role`` bound to ``person`` does not act as an admin, in the words of
+    its owner; None when it does (``acting_role``)."""
+    if acting_role(config, role, person) == Role.ADMIN:
+        return None
+    if role == Role.AGENT:
+        return "this is an agent token, and agent tokens never act as admins"
+    if person is None:
+        return (
+            f"this {role.value} token names no person, and only people listed in admins: "
+            "(or an admin token) act as admins"
+        )
+    if role == Role.ADMIN:
+        return f"{person}'s token is an admin token, but {person} is not listed in admins:"
+    return f"{person}'s token is an approver token and {person} is not listed in admins:"
 
 
 def person_principal(config: Roster, person: str) -> Principal:
-    """A person from ``people:`` acting in chat or on the web page."""
-    role = Role.ADMIN if is_admin(config, person) else Role.APPROVER
-    return Principal(name=person, role=role, person=person)
+    """A person from ``people:`` acting in chat or through a signed link (``acting_role``)."""
+    return Principal(name=person, role=acting_role(config, Role.APPROVER, person), person=person)
 
 
 def token_principal(config: Roster, token: ApiToken) -> Principal:
-    """Who acts through ``token`` (REST API, console session), its role checked now."""
+    """Who acts through ``token`` (REST API, console session), its role as ``acting_role`` says
+    now."""
     role = acting_role(config, token.role, token.person)
     if token.person is not None:
         return Principal(name=token.person, role=role, person=token.person, token=token.name)

@@ -1,6 +1,6 @@
 """Who is acting (issue 22 findings 2 and 4, issue 23): the acting agent is the token's, only
-people rate steps, operator takeovers stay within the run's deciders, and an admin token acts
-as one only while its person is in ``admins:``. Real HTTP, a real engine and database."""
+people rate steps, operator takeovers stay within the run's deciders (who is an admin:
+test_admins.py). Real HTTP, a real engine and database."""
 
 from __future__ import annotations
 
@@ -226,31 +226,3 @@ async def test_takeover_bounds_over_http(migrated_db_url: str) -> None:
         assert status == 403 and "carol may not decide this run" in body["message"], body
         status, body = await api.call("POST", path, as_="bob", json={"reason": "me"})
         assert status == 409, body  # bob may: the run is waiting, not queued or running
-
-
-# -- admins ----------------------------------------------------------------------------------
-
-
-async def test_an_admin_token_of_someone_not_in_admins_is_no_admin(migrated_db_url: str) -> None:
-    async with running_api(migrated_db_url, TAKEOVER_FLOWS) as api:
-        await api.token("carol-admin", Role.ADMIN, "carol")  # created before carol left admins:
-        await api.token("nobody-admin", Role.ADMIN)
-        status, run = await api.call("POST", "/v1/runs", as_="agent", json={"workflow": "pay"})
-        await wait_status(api.engine, run["id"], RunStatus.WAITING)
-        for who, why in (
-            ("carol-admin", "carol is not in admins:"),
-            ("nobody-admin", "your token is approver"),
-        ):
-            status, body = await api.call("POST", f"/v1/runs/{run['id']}/cancel", as_=who)
-            assert status == 403 and body["error"] == "forbidden", body
-            assert body["message"] == f"this needs the admin role; {why}", body
-            status, body = await api.call("GET", "/v1/ledger", as_=who)
-            assert status == 403, body
-        (request,) = await api.engine.store.list_takeovers(run_id=run["id"])
-        status, body = await api.call(
-            "POST", f"/v1/runs/{run['id']}/takeover/{request.id}/deny", as_="carol-admin", json={}
-        )
-        assert status == 403 and "not an approver" in body["message"], body
-        assert (await api.engine.store.get_run(run["id"])).status == RunStatus.WAITING
-        status, body = await api.call("POST", f"/v1/runs/{run['id']}/cancel", as_="admin")
-        assert status == 200, body  # alice is in admins:

@@ -9,6 +9,8 @@ import pytest
 from engine.config import parse_config
 from engine.domain.approvers import (
     acting_agent,
+    acting_role,
+    admin_refusal,
     admin_token_problem,
     agent_layers,
     person_principal,
@@ -50,15 +52,65 @@ def test_a_sub_agent_gets_its_tokens_settings_first() -> None:
     assert agent_layers("bot/refunds") == ("bot", "bot/refunds")
 
 
-def test_an_admin_token_acts_as_admin_only_while_listed() -> None:
-    def token(person: str | None) -> ApiToken:
-        return ApiToken("t", Role.ADMIN, person, NOW)
+@pytest.mark.parametrize(
+    ("role", "person", "acts_as"),
+    [
+        # a person listed in admins: is an admin through any credential bound to them
+        (Role.ADMIN, "alice", Role.ADMIN),
+        (Role.APPROVER, "alice", Role.ADMIN),
+        # a person not listed is not, whatever the token says (removed since it was made)
+        (Role.ADMIN, "carol", Role.APPROVER),
+        (Role.APPROVER, "carol", Role.APPROVER),
+        # a token bound to nobody keeps its role
+        (Role.ADMIN, None, Role.ADMIN),
+        (Role.APPROVER, None, Role.APPROVER),
+        # an agent stays an agent, also one acting for an admin
+        (Role.AGENT, "alice", Role.AGENT),
+        (Role.AGENT, None, Role.AGENT),
+    ],
+)
+def test_admins_listed_act_as_admins_through_any_of_their_tokens(
+    role: Role, person: str | None, acts_as: Role
+) -> None:
+    assert acting_role(CONFIG, role, person) == acts_as
+    assert token_principal(CONFIG, ApiToken("t", role, person, NOW)).role == acts_as
+    assert (admin_refusal(CONFIG, role, person) is None) == (acts_as == Role.ADMIN)
 
-    assert token_principal(CONFIG, token("alice")).role == Role.ADMIN
-    assert token_principal(CONFIG, token("carol")).role == Role.APPROVER
-    assert token_principal(CONFIG, token(None)).role == Role.APPROVER
+
+def test_a_person_in_chat_or_on_a_link_is_an_admin_when_listed() -> None:
     assert person_principal(CONFIG, "alice").is_admin
     assert not person_principal(CONFIG, "bob").is_admin
+
+
+@pytest.mark.parametrize(
+    ("role", "person", "said"),
+    [
+        (
+            Role.APPROVER,
+            "carol",
+            "carol's token is an approver token and carol is not listed in admins:",
+        ),
+        (
+            Role.ADMIN,
+            "carol",
+            "carol's token is an admin token, but carol is not listed in admins:",
+        ),
+        (
+            Role.APPROVER,
+            None,
+            "this approver token names no person, and only people listed "
+            "in admins: (or an admin token) act as admins",
+        ),
+        (Role.AGENT, "alice", "this is an agent token, and agent tokens never act as admins"),
+    ],
+)
+def test_why_a_token_is_no_admin_says_what_is_the_case(
+    role: Role, person: str | None, said: str
+) -> None:
+    assert admin_refusal(CONFIG, role, person) == said
+
+
+def test_an_admin_token_is_made_only_for_someone_listed() -> None:
     assert admin_token_problem(CONFIG, "alice") is None
     assert admin_token_problem(CONFIG, "carol") == (
         "--person 'carol' is not in admins: (admins: alice)"
