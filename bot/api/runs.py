@@ -165,7 +165,8 @@ def _tk(request: web.Request, found: TakeoverRequest, status: int = 200) -> web.
 @routes.post(
     "/v1/runs/{id}/takeover/request",
     summary="Take over a queued or running run: it parks before stepId (a step not started "
-    "yet), or without it before the first step not yet started",
+    "yet), or without it before the first step not yet started (the answer's stepId names it; "
+    "null when no step is left)",
     roles=DECIDERS,
     body=obj(
         {

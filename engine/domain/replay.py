@@ -226,3 +226,36 @@ def brief(value: Any, limit: int = 2000) -> Any:
     """Outputs travel in notices; keep them small there (the journal keeps them whole)."""
     text = json.dumps(value, default=str)
     return value if len(text) <= limit else text[:limit] + "…"
+
+
+def parking_step(workflow: Workflow, journal: list[JournalEntry], requested_at: int) -> str | None:
+    """The step a run parks before for an operator's takeover without a step, journaled at
+    seq ``requested_at``: the first step on the run's way that had not started by then (the
+    steps under way go on, as ``_manual_takeover`` in the interpreter lets them). None when no
+    such step is left: the run ends, or a denial fails it, before it could park."""
+    index = JournalIndex([entry for entry in journal if entry.seq < requested_at])
+    replay = Replay(workflow, index)
+    try:
+        for _ in range(len(workflow.nodes) + 1):  # each node once: the graph has no cycle
+            node = replay.node
+            if node is None:
+                return None
+            step, completed = replay.visit()
+            if completed is not None:
+                replay.follow(completed.data.get("branch"))
+                continue
+            if not step.events:
+                return node.id
+            branch = None  # under way: it goes on, and the run after it
+            if node.type == NodeType.APPROVAL:
+                requested = step.last(JournalEvent.TAKEOVER_REQUESTED)
+                verdict = index.verdict(requested) if requested is not None else None
+                if verdict is not None:
+                    outcome = approval_outcome(node, verdict)
+                    if outcome is None:
+                        return None
+                    branch = outcome[1]
+            replay.follow(branch)
+    except NondeterminismError:
+        return None  # the replay fails the run itself
+    return None

@@ -16,6 +16,7 @@ separate read comes first.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ from engine.domain.decisions import Outcome
 from engine.domain.errors import Forbidden, InvalidRequest, NotFound
 from engine.domain.expiry import deadline
 from engine.domain.model import (
+    JournalEvent,
     Principal,
     Role,
     Run,
@@ -44,6 +46,7 @@ from engine.domain.model import (
 )
 from engine.domain.parking import takeover_requested
 from engine.domain.records import LinkUse
+from engine.domain.replay import parking_step
 from engine.ports import Clock, IdSource
 
 if TYPE_CHECKING:  # the store's own modules import rules from here
@@ -257,10 +260,12 @@ class Approvals:
     ) -> TakeoverRequest:
         """An operator takes over a queued or running run: it parks before ``step_id`` (or,
         without one, before the first step not yet started when the request is made) until
-        the request is released. A ``step_id`` the run's workflow does not have is
-        ``NotFound``; one the run has already started is refused (``Conflict``, by the store,
-        in the transaction that would create the request). Only the run's own deciders and
-        admins may open it, and ``approvers`` may name only them (``takeover_deciders``)."""
+        the request is released. Without ``step_id``, the request returned names the step the
+        run will park before (None when none is left). A ``step_id`` the run's workflow does
+        not have is ``NotFound``; one the run has already started is refused (``Conflict``, by
+        the store, in the transaction that would create the request). Only the run's own
+        deciders and admins may open it, and ``approvers`` may name only them
+        (``takeover_deciders``)."""
         if who.role == Role.AGENT:
             raise Forbidden("agents cannot request a takeover")
         if not 1 <= timeout_minutes <= MAX_TIMEOUT_MINUTES:
@@ -287,7 +292,34 @@ class Approvals:
             details={"workflow": run.workflow, "agent": run.agent, "requestedBy": who.name},
         )
         event = takeover_requested(request, delivered=False)
-        return await self.store.request_takeover(request, now, event, outbox=notify.new_card)
+        created = await self.store.request_takeover(request, now, event, outbox=notify.new_card)
+        if step_id is not None:
+            return created
+        return replace(created, step_id=await self._parking_step(run, created.id))
+
+    async def _parking_step(self, run: Run, request_id: str) -> str | None:
+        """The step an operator's takeover without one parks ``run`` before, foreseen from the
+        journal as it stood when the request was journaled (``parking_step``). The request
+        itself keeps "before the first step not yet started", which the interpreter applies."""
+        if self.workflows is None:
+            return None
+        try:
+            workflow = await self.workflows.get(run.workflow)
+        except NotFound:
+            return None
+        _, journal = await self.store.run_and_journal(run.id)
+        requested_at = next(
+            (
+                entry.seq
+                for entry in journal
+                if entry.event == JournalEvent.TAKEOVER_REQUESTED
+                and entry.data.get("requestId") == request_id
+            ),
+            None,
+        )
+        if requested_at is None:
+            return None
+        return parking_step(workflow, journal, requested_at)
 
     async def _check_step(self, workflow_name: str, step_id: str) -> None:
         if self.workflows is None:

@@ -92,6 +92,7 @@ async def test_without_step_id_the_run_parks_before_the_first_step_not_started(
     run_id = await start_blocked(api, held)
     status, tk = await take_over(api, run_id)
     assert status == 201, tk
+    assert tk["stepId"] == "two"  # the step it will wait on, not null
     held.release.set()  # step one returns while the request is open
     await wait_status(api.engine, run_id, RunStatus.WAITING)
     assert held.steps == ["one"]  # step two has not run
@@ -104,6 +105,16 @@ async def test_without_step_id_the_run_parks_before_the_first_step_not_started(
     assert status == 200, body
     await wait_status(api.engine, run_id, RunStatus.COMPLETED)
     assert held.steps == ["one", "two", "three"]  # each step once
+
+
+async def test_without_step_id_and_no_step_left_the_answer_says_none(api: Api, held: Held) -> None:
+    held.blocks = "two"
+    run_id = await start_blocked(api, held, "skipping")  # two is the last step (next: end)
+    status, tk = await take_over(api, run_id)
+    assert status == 201 and tk["stepId"] is None, tk
+    held.release.set()
+    await wait_status(api.engine, run_id, RunStatus.COMPLETED)  # nowhere to park: it ends
+    assert held.steps == ["one", "two"]
 
 
 @pytest.mark.parametrize("step", ["one", "nope"])
