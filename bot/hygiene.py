@@ -5,7 +5,7 @@ Headers (``add_headers``, an ``on_response_prepare`` signal, so aiohttp's own 40
 and error pages carry them too; ``bot.serving`` adds them to the answers aiohttp's HTTP parser
 gives before any of that runs): ``Server: Signoff`` (no aiohttp or Python version), the pages'
 security headers (``SECURITY_HEADERS``) on every response, ``Cache-Control: no-store`` on all but
-the static files, and ``Strict-Transport-Security`` when ``server.publicUrl`` is https.
+the static files found, and ``Strict-Transport-Security`` when ``server.publicUrl`` is https.
 
 Input (``input_middleware``): a NUL or a lone surrogate in a path id or a query of the API or the
 web pages is refused with 400 before it reaches the database (PostgreSQL refuses NUL in text with
@@ -53,7 +53,7 @@ def stamp(response: web.StreamResponse, path: str, *, hsts: bool) -> None:
     headers["Server"] = SERVER
     for name, value in SECURITY_HEADERS.items():
         headers.setdefault(name, value)
-    if not path.startswith(_CACHEABLE):
+    if not path.startswith(_CACHEABLE) or response.status >= 400:  # a 404 is not the file
         headers["Cache-Control"] = "no-store"
     if hsts:
         headers.setdefault("Strict-Transport-Security", HSTS)

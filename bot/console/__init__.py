@@ -18,7 +18,6 @@ screen and load nothing from elsewhere.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from aiohttp import web
 
@@ -30,8 +29,6 @@ from engine.assembly import Engine
 from engine.services.links import ApprovalLinks, Signer
 
 log = logging.getLogger(__name__)
-
-STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
 
 
 def install(app: web.Application, engine: Engine) -> None:
@@ -59,7 +56,6 @@ def install(app: web.Application, engine: Engine) -> None:
     for table in (console.routes, events.routes, login.routes, site.routes):
         app.router.add_routes(table)
     app.middlewares.append(site.not_found_pages)  # innermost: sees the router's 404
-    app.router.add_static("/static/", STATIC_DIR)
 
     async def stop_streams(_: web.Application) -> None:
         ctx.closing.set()

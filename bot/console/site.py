@@ -1,6 +1,7 @@
 """The pages every site has: a 404 page in the site's layout for any path that is not the API's,
-``/favicon.ico``, and the ``/privacy`` and ``/terms`` pages the Teams app package links to
-(``bot.teams.package``: ``developer.privacyUrl`` and ``termsOfUseUrl``).
+``/favicon.ico``, the files under ``/static/``, and the ``/privacy`` and ``/terms`` pages the
+Teams app package links to (``bot.teams.package``: ``developer.privacyUrl`` and
+``termsOfUseUrl``).
 
 API paths (``bot.api.errors.is_api_path``) keep their JSON errors; everything else that aiohttp
 answers with 404 or 405 gets a page instead of aiohttp's plain text.
@@ -17,7 +18,11 @@ from bot.api.routing import Handler
 from bot.console.pages import message, page, render
 
 routes = web.RouteTableDef()
-FAVICON = Path(__file__).resolve().parent.parent / "static" / "favicon.ico"
+STATIC_DIR = Path(__file__).resolve().parent.parent / "static"
+FAVICON = STATIC_DIR / "favicon.ico"
+# The files /static/ serves, found once: a name not here is the 404 page. (aiohttp's
+# add_static answers a missing file with an empty, untyped 404 its middleware never sees.)
+STATIC_FILES = {path.name: path for path in STATIC_DIR.iterdir() if path.is_file()}
 
 
 @web.middleware
@@ -42,6 +47,14 @@ async def favicon(request: web.Request) -> web.StreamResponse:
     # The security headers come from bot.hygiene, which leaves this one cacheable.
     headers = {"Cache-Control": "public, max-age=86400", "Content-Type": "image/x-icon"}
     return web.FileResponse(FAVICON, headers=headers)
+
+
+@routes.get("/static/{name}")
+async def static_file(request: web.Request) -> web.StreamResponse:
+    found = STATIC_FILES.get(request.match_info["name"])
+    if found is None:
+        raise web.HTTPNotFound()  # not_found_pages: the site's 404 page
+    return web.FileResponse(found)
 
 
 @routes.get("/privacy")

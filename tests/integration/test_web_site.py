@@ -35,6 +35,21 @@ async def test_an_unknown_page_is_a_404_page_in_the_sites_layout(api: Api) -> No
     assert "GET" in wrong_method.headers["Allow"]
 
 
+async def test_a_missing_static_file_is_the_404_page(api: Api) -> None:
+    for path in ("/static/nope.css", "/static/", "/static/a/b.js", "/static/%2e%2e%2fapp.yaml"):
+        resp = await api.client.get(path)
+        html = await resp.text()
+        assert resp.status == 404, path
+        assert resp.content_type == "text/html", path  # typed, not an empty octet-stream
+        assert "<h1>Not found</h1>" in html, path
+        assert resp.headers["Cache-Control"] == "no-store", path  # nor kept as if it were one
+    css = await api.client.get("/static/signoff.css")
+    assert css.status == 200 and css.content_type == "text/css"
+    assert css.headers.get("Cache-Control") != "no-store"
+    head = await api.client.head("/static/timeline.js")
+    assert head.status == 200 and "javascript" in head.content_type
+
+
 async def test_api_paths_keep_their_json_errors(api: Api) -> None:
     for path in ("/v1/nope", "/v1/runs/nope/whatever"):
         resp = await api.client.get(path)
