@@ -10,6 +10,8 @@ Which blocks run is said by the fence's info string:
 * Any other info string (``text``, ``yaml``, ``json`` ...) marks an illustration: output, a
   fragment of ``app.yaml``, chat messages. It is not run. A fence with no info string fails the
   test: say which it is.
+* A ``yaml`` block that writes ``workflows:`` must load: added to the repository's
+  ``app.yaml``, it passes the configuration loader (connectors, people and groups exist).
 * A runnable block preceded by ``<!-- docs: not run (reason) -->`` is left out, and the reason
   is required: ``make run`` / ``make test`` (the commands these tests run under), a process that
   runs until stopped, a line to fill in with your own credentials.
@@ -33,8 +35,11 @@ from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 from aiohttp import web
 
+from engine.config import parse_config
+from engine.domain.errors import ConfigError
 from tests.support.process import ROOT, Server, call, child_env, free_port, run_cli
 from tests.support.waiting import quiet
 
@@ -99,6 +104,41 @@ def test_every_block_says_whether_it_runs() -> None:
     assert [b.name for b in ALL if b.not_run is not None and b.info not in RUNNABLE] == []
     skipped = {b.name: b.not_run for b in ALL if b.not_run is not None}
     assert all(reason.strip() for reason in skipped.values())
+
+
+def _workflow_snippets() -> list[Block]:
+    """The ``yaml`` blocks that write workflows: fragments of ``app.yaml`` a reader adds."""
+    found = []
+    for block in ALL:
+        if block.info != "yaml":
+            continue
+        data = yaml.safe_load(block.code)
+        if isinstance(data, dict) and "workflows" in data:
+            found.append(block)
+    return found
+
+
+WORKFLOW_SNIPPETS = _workflow_snippets()
+
+
+def test_the_slack_guides_workflow_is_among_the_snippets_checked() -> None:
+    assert any(b.path.name == "slack.md" for b in WORKFLOW_SNIPPETS)
+
+
+@pytest.mark.parametrize("block", WORKFLOW_SNIPPETS, ids=lambda b: b.name)
+def test_a_workflow_snippet_loads_with_the_shipped_app_yaml(block: Block) -> None:
+    """Added to the repository's ``app.yaml`` (its sections' entries beside the shipped ones),
+    the snippet passes the configuration loader: every connector, person and group it names
+    exists there or in the snippet."""
+    merged = yaml.safe_load((ROOT / "app.yaml").read_text())
+    for key, value in yaml.safe_load(block.code).items():
+        shipped = merged.get(key)
+        both = isinstance(value, dict) and isinstance(shipped, dict)
+        merged[key] = {**shipped, **value} if both else value
+    try:
+        parse_config(yaml.safe_dump(merged, sort_keys=False), {}, block.name)
+    except ConfigError as exc:
+        pytest.fail(f"{block.name} does not load: {exc.problems}", pytrace=False)
 
 
 @dataclass
