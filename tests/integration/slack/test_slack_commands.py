@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from engine.domain.model import Role
 from engine.gate.settings import Scope
 from tests.integration.slack.harness import (
     CHANNEL,
@@ -14,7 +15,7 @@ from tests.integration.slack.harness import (
     signed_headers,
 )
 from tests.support.api import running_api
-from tests.support.engines import wait_for
+from tests.support.engines import PEOPLE, wait_for
 
 JSON = {"Content-Type": "application/json"}
 
@@ -164,3 +165,33 @@ async def test_without_slack_configured_there_is_no_endpoint(migrated_db_url: st
         assert "slack" not in api.engine.dispatcher.sinks
         status, _ = await api.call("POST", "/slack/events")
         assert status in (404, 405)
+
+
+BOB_ADMIN = PEOPLE.replace("admins: [alice]", "admins: [bob]")
+
+
+async def test_the_person_admins_lists_is_admin_in_slack_and_through_their_token(
+    migrated_db_url: str,
+) -> None:
+    """Issue 31's case: with ``admins: [bob]``, bob's approver token changes the gate as his
+    Slack identity does; alice, listed no more, is refused both ways, told what is the case."""
+    assert BOB_ADMIN != PEOPLE
+    async with running_slack(migrated_db_url, FLOWS, people=BOB_ADMIN) as h:
+        await h.api.token("bob", Role.APPROVER, "bob")
+        status, body, _ = await h.command(USERS["bob"], "gate threshold 0.5")
+        assert status == 200 and "Gate threshold set to 0.5 by bob" in body["text"], body
+        status, body = await h.api.call("PATCH", "/v1/gate", as_="bob", json={"samples": 3})
+        assert status == 200, body
+
+        status, body, _ = await h.command(USERS["alice"], "gate threshold 0.9")
+        assert "Only an admin can change" in body["text"]
+        status, body = await h.api.call("PATCH", "/v1/gate", as_="admin", json={"samples": 7})
+        assert status == 403, body
+        assert body["message"] == (
+            "this needs the admin role; alice's token is an admin token, but alice is not "
+            "listed in admins:"
+        )
+        assert sorted(await overrides(h)) == [
+            ("global", "", "samples", 3),
+            ("global", "", "threshold", 0.5),
+        ]
