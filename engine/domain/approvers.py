@@ -95,11 +95,14 @@ def is_admin(config: Roster, person: str | None) -> bool:
 def acting_role(config: Roster, role: Role, person: str | None) -> Role:
     """The role a credential of ``role`` bound to ``person`` (None: bound to nobody) acts with
     now. The person decides: listed in ``admins:``, they act as an admin; otherwise as an
-    approver, also through an admin token (removed from ``admins:`` since it was made). A
-    credential bound to nobody keeps its own role, and an agent's stays an agent's: a bot
-    acting for an admin is no admin."""
-    if role == Role.AGENT or person is None:
+    approver, also through an admin token (removed from ``admins:`` since it was made). An
+    admin is a person: an admin token bound to nobody (made before admin tokens needed one)
+    acts as an approver. An agent's credential stays an agent's: a bot acting for an admin is
+    no admin."""
+    if role == Role.AGENT:
         return role
+    if person is None:
+        return Role.APPROVER
     return Role.ADMIN if is_admin(config, person) else Role.APPROVER
 
 
@@ -113,7 +116,7 @@ def admin_refusal(config: Roster, role: Role, person: str | None) -> str | None:
     if person is None:
         return (
             f"this {role.value} token names no person, and only people listed in admins: "
-            "(or an admin token) act as admins"
+            "act as admins"
         )
     if role == Role.ADMIN:
         return f"{person}'s token is an admin token, but {person} is not listed in admins:"

@@ -61,8 +61,8 @@ def test_a_sub_agent_gets_its_tokens_settings_first() -> None:
         # a person not listed is not, whatever the token says (removed since it was made)
         (Role.ADMIN, "carol", Role.APPROVER),
         (Role.APPROVER, "carol", Role.APPROVER),
-        # a token bound to nobody keeps its role
-        (Role.ADMIN, None, Role.ADMIN),
+        # an admin is a person: a token bound to nobody is no admin's
+        (Role.ADMIN, None, Role.APPROVER),
         (Role.APPROVER, None, Role.APPROVER),
         # an agent stays an agent, also one acting for an admin
         (Role.AGENT, "alice", Role.AGENT),
@@ -98,8 +98,12 @@ def test_a_person_in_chat_or_on_a_link_is_an_admin_when_listed() -> None:
         (
             Role.APPROVER,
             None,
-            "this approver token names no person, and only people listed "
-            "in admins: (or an admin token) act as admins",
+            "this approver token names no person, and only people listed in admins: act as admins",
+        ),
+        (
+            Role.ADMIN,
+            None,
+            "this admin token names no person, and only people listed in admins: act as admins",
         ),
         (Role.AGENT, "alice", "this is an agent token, and agent tokens never act as admins"),
     ],
