@@ -120,3 +120,19 @@ def require_migrated(config: AppConfig) -> None:
     if problem is not None:
         print(f"error: {problem}", file=sys.stderr)
         raise SystemExit(EXIT_CONFIG if problem.startswith(NOT_MIGRATED) else 1)
+
+
+def person_problem(config: AppConfig, person: str | None, belongs: str) -> str | None:
+    """Why ``--person`` names nobody (None when it names someone in people:). A group is named
+    as one: ``belongs`` says what a person is needed for (a token acts as one person, never as a
+    group's members)."""
+    if person is None or person in config.people:
+        return None
+    if person in config.groups:
+        members = ", ".join(config.groups[person]) or "nobody"
+        return (
+            f"--person {person!r} is a group (in groups:), not a person: {belongs} "
+            f"({person}: {members})"
+        )
+    listed = ", ".join(config.people) or "nobody"
+    return f"--person {person!r} is not in people: (people: {listed})"

@@ -6,12 +6,13 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from bot.cli.checks import EXIT_CONFIG, add_config, load, require_migrated
+from bot.cli.checks import EXIT_CONFIG, add_config, load, person_problem, require_migrated
 from engine.domain.errors import Conflict, SignoffError
 from engine.domain.model import Role
 
 if TYPE_CHECKING:
     from engine.config import AppConfig
+    from engine.domain.model import ApiToken
 
 
 def add_parser(sub: Any) -> None:
@@ -48,7 +49,8 @@ async def _token(config: AppConfig, args: argparse.Namespace) -> int:
     async with open_tokens(config.database.url) as tokens:
         try:
             if args.token_command == "create":
-                if (problem := _person_problem(config, args.person)) is not None:
+                belongs = "a token belongs to one person of people:"
+                if (problem := person_problem(config, args.person, belongs)) is not None:
                     print(f"error: {problem}; no token created", file=sys.stderr)
                     return EXIT_CONFIG
                 if args.role == Role.ADMIN.value:  # the one rule: engine.domain.approvers
@@ -82,6 +84,9 @@ async def _token(config: AppConfig, args: argparse.Namespace) -> int:
                     state = f"revoked {tok.revoked_at:%Y-%m-%d}" if tok.revoked_at else "active"
                     print(f"{tok.name}\t{tok.role.value}\t{tok.person or '-'}\t{state}")
             elif args.token_command == "revoke":
+                if (problem := _revoke_problem(await tokens.all(), args.name)) is not None:
+                    print(f"error: {problem}; nothing revoked", file=sys.stderr)
+                    return EXIT_CONFIG
                 await tokens.revoke(args.name, SystemClock().now())
                 print(f"revoked {args.name!r}")
             return 0
@@ -90,16 +95,12 @@ async def _token(config: AppConfig, args: argparse.Namespace) -> int:
             return 1
 
 
-def _person_problem(config: AppConfig, person: str | None) -> str | None:
-    """Why ``--person`` names nobody a token can belong to (None when it names a person). A
-    group is named as one: a token acts as one person, never as a group's members."""
-    if person is None or person in config.people:
-        return None
-    if person in config.groups:
-        members = ", ".join(config.groups[person]) or "nobody"
-        return (
-            f"--person {person!r} is a group (in groups:), not a person: a token belongs to one "
-            f"person of people: ({person}: {members})"
-        )
-    listed = ", ".join(config.people) or "nobody"
-    return f"--person {person!r} is not in people: (people: {listed})"
+def _revoke_problem(known: list[ApiToken], name: str) -> str | None:
+    """Why the token ``name`` cannot be revoked (None when it is active): a refusal, exit 2."""
+    token = next((tok for tok in known if tok.name == name), None)
+    if token is None:
+        names = ", ".join(tok.name for tok in known) or "none yet"
+        return f"there is no token named {name!r} (tokens: {names}; `signoff token list`)"
+    if token.revoked_at is not None:
+        return f"the token {name!r} was already revoked on {token.revoked_at:%Y-%m-%d}"
+    return None

@@ -8,6 +8,7 @@ import socket
 import sqlite3
 import sys
 from asyncio.subprocess import PIPE
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -389,7 +390,27 @@ async def test_token_create_prints_the_token_once_and_stores_only_its_hash(
     code, out, _ = await run_cli("token", "list", "--config", str(config))
     assert "revoked" in out
     code, _, err = await run_cli("token", "revoke", "x", "--config", str(config))
-    assert code == 1 and "no active token" in err
+    assert code == 2, err  # a refusal, like every other
+    assert err.splitlines() == [
+        f"error: the token 'x' was already revoked on {datetime.now(UTC):%Y-%m-%d}; nothing revoked"
+    ]
+
+
+async def test_token_revoke_of_an_unknown_name_exits_2_naming_the_tokens(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    assert (await run_cli("migrate", "--config", str(config)))[0] == 0
+    code, _, err = await run_cli("token", "revoke", "nope", "--config", str(config))
+    assert code == 2
+    assert err.splitlines() == [
+        "error: there is no token named 'nope' (tokens: none yet; `signoff token list`); "
+        "nothing revoked"
+    ]
+    create = ("token", "create", "--role", "agent", "--name", "bot", "--config", str(config))
+    assert (await run_cli(*create))[0] == 0
+    code, _, err = await run_cli("token", "revoke", "bott", "--config", str(config))
+    assert code == 2 and "(tokens: bot;" in err
+    code, out, _ = await run_cli("token", "list", "--config", str(config))
+    assert "\tactive" in out  # bot untouched
 
 
 async def test_token_create_refuses_an_admin_token_for_someone_not_in_admins(
