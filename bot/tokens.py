@@ -7,6 +7,7 @@ import hashlib
 import secrets
 
 PREFIX = "so_"
+LOCAL_ADMIN = "local-admin"  # the token whose value is the one-time console sign-in link
 
 
 def new_token() -> str:

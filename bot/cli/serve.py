@@ -43,7 +43,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import asyncio
 
     from bot.app import create_app
-    from bot.console.login import local_admin_link
+    from bot.cli.login import local_admin_link
     from bot.hygiene import wants_hsts
     from bot.serving import serve
 

@@ -1,15 +1,16 @@
 """Signing in to the console with an API token, and the local admin's one-time link.
 
 ``signoff serve`` on SQLite (a local install) gives the first admin a token named
-``local-admin`` at every start and prints ``{publicUrl}/console/login?once=<token>``. Opening it
-shows a one-button form (a link previewer's GET spends nothing); submitting it signs in and
-replaces the token's value with one nobody knows, so the link works once. Sessions made with it
-stay valid: they name the token, which stays active.
+``local-admin`` at every start and prints ``{publicUrl}/console/login?once=<token>``;
+``signoff login-link`` prints a fresh one on demand (any admin, SQLite or PostgreSQL). Opening
+it shows a one-button form (a link previewer's GET spends nothing); submitting it signs in and
+marks the value spent (``engine.services.tokens``), so the link works once. A link that no longer
+works (used, replaced by a newer one) answers 410 without the button, saying why and how to get
+a new one. Sessions made with it stay valid: they name the token, which stays active.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 from urllib.parse import urlencode, urlsplit
@@ -19,15 +20,14 @@ from aiohttp import web
 from bot.console.context import page_context
 from bot.console.pages import page, redirect, render
 from bot.console.security import CONSOLE_ROLES, CSRF_FIELD
-from bot.tokens import hash_token, new_token
-from engine.config import AppConfig
-from engine.domain.errors import InvalidRequest, SignoffError
-from engine.domain.model import ApiToken, Role
+from bot.tokens import LOCAL_ADMIN, hash_token
+from engine.domain.errors import InvalidRequest
+from engine.domain.model import ApiToken
+from engine.services.tokens import SignInRefusal, Tokens
 
 log = logging.getLogger(__name__)
 
 routes = web.RouteTableDef()
-LOCAL_ADMIN = "local-admin"
 HOME = "/console"
 # Browsers drop tabs and newlines from a Location ("/\t/evil.example" is "//evil.example", another
 # host), and a CR or LF cannot be sent in a header at all: either is refused (400).
@@ -55,7 +55,15 @@ async def login_page(request: web.Request) -> web.StreamResponse:
     once = request.query.get("once")
     if once is None and await ctx.sessions.principal(request) is not None:
         return redirect(target)
-    return await render(request, "login.html.j2", next=target, once=once, problem=None)
+    if once is not None:  # a link that no longer works does not offer to sign in
+        if (gone := await _once_gone(ctx.engine.tokens, once)) is not None:
+            return await _refused(request, target, 410, *gone)
+        token = await ctx.engine.tokens.by_hash(hash_token(once))
+        admin = token.person if token is not None else None
+        return await render(
+            request, "login.html.j2", next=target, once=once, admin=admin, problem=None, renew=None
+        )
+    return await render(request, "login.html.j2", next=target, once=None, problem=None, renew=None)
 
 
 @routes.post("/console/login")
@@ -69,9 +77,12 @@ async def login(request: web.Request) -> web.StreamResponse:
     once = str(form.get("once") or "")
     token: ApiToken | None
     if once:
-        token = await tokens.rotate(LOCAL_ADMIN, hash_token(once), hash_token(new_token()))
+        token = await tokens.spend_once(LOCAL_ADMIN, hash_token(once))
         if token is None:
-            return await _refused(request, target, 410, "This sign-in link was already used.")
+            gone = await _once_gone(tokens, once)
+            if gone is None:  # it was spent between the two reads: by someone else
+                gone = _GONE[SignInRefusal.USED], _renew("NAME")
+            return await _refused(request, target, 410, *gone)
     else:
         secret = str(form.get("token") or "").strip()
         token = await tokens.by_hash(hash_token(secret)) if secret else None
@@ -84,9 +95,43 @@ async def login(request: web.Request) -> web.StreamResponse:
     return response
 
 
-async def _refused(request: web.Request, target: str, status: int, problem: str) -> web.Response:
+_GONE = {
+    SignInRefusal.USED: "This sign-in link was already used: it works once.",
+    SignInRefusal.REPLACED: "This sign-in link was replaced by a newer link: only the newest "
+    "one works.",
+    SignInRefusal.INACTIVE: "This sign-in link does not work: no sign-in link is active now.",
+}
+
+
+async def _once_gone(tokens: Tokens, once: str) -> tuple[str, str] | None:
+    """Why the one-time link ``once`` no longer signs in, and the command that prints a new
+    one; None while it does."""
+    refusal = await tokens.once_refusal(LOCAL_ADMIN, hash_token(once))
+    if refusal is None:
+        return None
+    person = "NAME"
+    if refusal is SignInRefusal.USED and (token := await tokens.active(LOCAL_ADMIN)) is not None:
+        person = token.person or person  # the link's own person: the value is its spent mark
+    return _GONE[refusal], _renew(person)
+
+
+def _renew(person: str) -> str:
+    return f"signoff login-link --person {person}"
+
+
+async def _refused(
+    request: web.Request, target: str, status: int, problem: str, renew: str | None = None
+) -> web.Response:
+    """The sign-in page with ``problem``; with ``renew``, a one-time link's: no form, only the
+    command that prints a new link."""
     return await render(
-        request, "login.html.j2", status=status, next=target, once=None, problem=problem
+        request,
+        "login.html.j2",
+        status=status,
+        next=target,
+        once=None,
+        problem=problem,
+        renew=renew,
     )
 
 
@@ -103,30 +148,3 @@ async def logout(request: web.Request) -> web.StreamResponse:
 
 def login_url(next_path: str) -> str:
     return f"/console/login?{urlencode({'next': next_path})}"
-
-
-# -- the local admin's one-time link (``signoff serve``) -----------------------------------------
-
-
-async def _local_admin_link(config: AppConfig) -> str | None:
-    from engine.assembly import SystemClock, open_tokens
-
-    if not config.database.is_sqlite or not config.admins:
-        return None
-    token = new_token()
-    try:
-        async with open_tokens(config.database.url) as tokens:
-            await tokens.put(
-                LOCAL_ADMIN, Role.ADMIN, config.admins[0], hash_token(token), SystemClock().now()
-            )
-    except SignoffError as exc:
-        log.warning("no console sign-in link (is the database migrated?): %s", exc.message)
-        return None
-    return f"{config.server.public_url}/console/login?{urlencode({'once': token})}"
-
-
-def local_admin_link(config: AppConfig) -> str | None:
-    """Give the first admin a fresh ``local-admin`` token and return its one-time sign-in link
-    (SQLite only: a local install; a shared deployment hands out tokens with ``signoff token``).
-    Call before the server's event loop starts."""
-    return asyncio.run(_local_admin_link(config))

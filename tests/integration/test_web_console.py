@@ -108,12 +108,42 @@ async def test_the_local_admin_link_signs_in_once(api: Api) -> None:
 
     base = str(api.client.make_url("/"))
     async with ClientSession(base_url=base, cookie_jar=CookieJar(unsafe=True)) as other:
-        again = await submit(other, "/console/login", {"once": once}, csrf_from=path)  # type: ignore[arg-type]
+        # the used link's page has no form any more: a form kept open in another tab
+        again = await submit(other, "/console/login", {"once": once})  # type: ignore[arg-type]
         assert again.status == 410
         assert "already used" in await again.text()
+        status, html = await page(other, path)  # type: ignore[arg-type]
+        assert status == 410 and "already used" in html and "Sign in as" not in html
+        assert "signoff login-link --person alice" in html
         bearer = await other.get("/v1/runs", headers={"Authorization": f"Bearer {once}"})
         assert bearer.status == 401  # the token's value was replaced
     assert (await api.client.get("/console", allow_redirects=False)).status == 200
+
+
+async def test_a_replaced_link_says_so_and_offers_no_sign_in(api: Api) -> None:
+    """A newer link (signoff login-link, a restart of serve) replaces the value: the old link
+    was not used, and its page says what happened, without the button."""
+    tokens, now = api.engine.tokens, api.engine.clock.now()
+    first, second = new_token(), new_token()
+    await tokens.put(LOCAL_ADMIN, Role.ADMIN, "alice", hash_token(first), now)
+    await tokens.put(LOCAL_ADMIN, Role.ADMIN, "alice", hash_token(second), now)
+
+    for path in (f"/console/login?once={first}", "/console/login?once=so_madeup"):
+        status, html = await page(api.client, path)
+        assert status == 410, path
+        assert "replaced by a newer link" in html and "already used" not in html
+        assert "Sign in as" not in html and 'name="once"' not in html
+        assert "signoff login-link --person NAME" in html
+    resp = await submit(
+        api.client, "/console/login", {"once": first}, csrf_from=f"/console/login?once={second}"
+    )
+    assert resp.status == 410 and "replaced by a newer link" in await resp.text()
+    status, html = await page(api.client, f"/console/login?once={second}")
+    assert status == 200 and "as alice, an admin" in html  # the newest still works
+
+    await tokens.revoke(LOCAL_ADMIN, now)
+    status, html = await page(api.client, f"/console/login?once={second}")
+    assert status == 410 and "no sign-in link is active now" in html
 
 
 async def test_the_queue_lists_pending_approvals_oldest_first_with_filters(

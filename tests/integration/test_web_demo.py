@@ -12,8 +12,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from bot.cli.login import local_admin_link
 from bot.console.demo import run_demo, start_demo
-from bot.console.login import local_admin_link
 from engine.domain.model import RunStatus
 from tests.support.clock import ManualClock
 from tests.support.engines import wait_status
