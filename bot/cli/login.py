@@ -1,9 +1,11 @@
-"""``signoff login-link``: a fresh one-time console sign-in link for the local admin; and the
-link ``signoff serve`` prints at start (SQLite only: a local install).
+"""``signoff login-link``: a fresh one-time console sign-in link for an admin, on SQLite or
+PostgreSQL; and the link ``signoff serve`` prints at start (SQLite only: a local install).
 
 The link is ``{server.publicUrl}/console/login?once=<token>``, the value of the ``local-admin``
 token: one link is valid at a time, and a newer one replaces it (``bot.console.login`` says so
-to whoever opens the old one).
+to whoever opens the old one). The public URL is the configuration's (``server.publicUrl``, or
+``server.host`` and ``server.port``); when nothing answers there, the link is still printed, with
+one line on stderr saying so.
 """
 
 from __future__ import annotations
@@ -13,45 +15,68 @@ import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
-from bot.cli.checks import EXIT_CONFIG, add_config, load, require_migrated
+from bot.cli.checks import EXIT_CONFIG, add_config, load, person_problem, require_migrated
 
 if TYPE_CHECKING:
     from engine.config import AppConfig
 
 log = logging.getLogger(__name__)
+PROBE_SECONDS = 0.3  # how long login-link waits to learn whether a server answers
 
 
 def add_parser(sub: Any) -> None:
-    login = sub.add_parser(
-        "login-link", help="print a fresh one-time sign-in link for the local admin"
-    )
+    login = sub.add_parser("login-link", help="print a fresh one-time sign-in link for an admin")
     add_config(login)
+    login.add_argument(
+        "--person", help="the admin the link signs in (default: the first of admins:)"
+    )
     login.set_defaults(func=cmd_login_link)
 
 
 def cmd_login_link(args: argparse.Namespace) -> int:
-    """Print a fresh one-time sign-in link for the local admin, as ``signoff serve`` does at
-    start (the link printed before stops working: one link is valid at a time)."""
+    """Print a fresh one-time sign-in link for an admin, as ``signoff serve`` does at start
+    (the link printed before stops working: one link is valid at a time)."""
+    from engine.domain.approvers import admin_token_problem
+
     config = load(args.config)
-    if not config.database.is_sqlite:
-        print(
-            "error: one-time sign-in links are for a local install on SQLite; sign in with an "
-            "API token (signoff token create --role admin --name NAME --person PERSON)",
-            file=sys.stderr,
-        )
-        return EXIT_CONFIG
-    if not config.admins:
-        print(
-            f"error: {config.source} has no admins: (the link signs in as the first)",
-            file=sys.stderr,
-        )
+    person = args.person
+    if person is None:
+        if not config.admins:
+            print(
+                f"error: {config.source} has no admins: (a sign-in link signs in an admin); "
+                "no link made",
+                file=sys.stderr,
+            )
+            return EXIT_CONFIG
+        person = config.admins[0]
+    problem = person_problem(config, person, "a sign-in link signs in one admin of admins:")
+    if problem is None:
+        problem = admin_token_problem(config, person)
+    if problem is not None:
+        print(f"error: {problem}; no link made", file=sys.stderr)
         return EXIT_CONFIG
     require_migrated(config)
-    link = local_admin_link(config)
-    if link is None:
-        print("error: could not store a sign-in link (see the log above)", file=sys.stderr)
+    import asyncio
+
+    from engine.domain.errors import SignoffError
+
+    try:
+        link = asyncio.run(sign_in_link(config, person))
+    except SignoffError as exc:
+        print(f"error: could not store a sign-in link: {exc.message}", file=sys.stderr)
         return 1
-    print(f"sign in to the console as {config.admins[0]} (this link works once): {link}")
+    print(f"sign in to the console as {person} (this link works once): {link}")
+    if not answers(config.server.public_url, PROBE_SECONDS):
+        then = (
+            " (at start it prints a link of its own, which replaces this one)"
+            if config.database.is_sqlite
+            else ""
+        )
+        print(
+            f"note: no server answers at {config.server.public_url} now: start it with "
+            f"`signoff serve`{then}",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -86,3 +111,18 @@ def local_admin_link(config: AppConfig) -> str | None:
     except SignoffError as exc:
         log.warning("no console sign-in link (is the database migrated?): %s", exc.message)
         return None
+
+
+def answers(url: str, seconds: float) -> bool:
+    """Whether something accepts a TCP connection at the host and port of ``url`` within
+    ``seconds`` (what a browser opening the link would reach first)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        with socket.create_connection((parts.hostname or "localhost", port), timeout=seconds):
+            return True
+    except (OSError, ValueError):
+        return False

@@ -1,6 +1,6 @@
 """``signoff login-link``: a fresh one-time sign-in link when the one ``signoff serve`` printed
-was used, against the database of the running server; and what an old link says (used, or
-replaced by a newer one)."""
+was used, against the database of the running server, on SQLite and PostgreSQL; and what an old
+link says (used, or replaced by a newer one)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from tests.support.process import Server, cli, free_port, run_cli
 from tests.support.web import csrf_of
@@ -72,6 +73,41 @@ async def test_a_used_link_is_renewed_by_login_link(tmp_path: Path) -> None:
         await server.stop()
 
 
+async def test_login_link_on_either_database_follows_the_configured_port(
+    tmp_path: Path, migrated_db_url: str
+) -> None:
+    """PostgreSQL too: the link is a token in the database the server reads, whichever it is.
+    The address is the configuration's port, with no SIGNOFF_PORT; a link replaced before it
+    was used says so, not "used"."""
+    port = free_port()
+    config = write_config(tmp_path, migrated_db_url, port)
+    code, out, err = await run_cli("login-link", "--config", str(config), "--person", "bob")
+    assert code == 0, err
+    (early,) = LINK.findall(out)
+    assert early.startswith(f"http://127.0.0.1:{port}/console/login?once=") and "as bob" in out
+    note = f"note: no server answers at http://127.0.0.1:{port} now: start it with `signoff serve`"
+    if migrated_db_url.startswith("sqlite"):  # serve prints a link of its own there
+        note += " (at start it prints a link of its own, which replaces this one)"
+    assert err.splitlines() == [note]
+    log = tmp_path / "server.log"
+    server = Server(config, port, log)
+    await server.start()
+    try:
+        code, out, err = await run_cli("login-link", "--config", str(config))
+        assert code == 0 and err == "", err
+        (link,) = LINK.findall(out)
+        jar = aiohttp.CookieJar(unsafe=True)
+        async with aiohttp.ClientSession(cookie_jar=jar) as http:
+            status, page = await opened(http, early)
+            assert status == 410 and "replaced by a newer link" in page
+            assert "already used" not in page and "Sign in as" not in page
+            assert (await sign_in_with(http, link))[0] == 303
+            async with http.get(f"http://127.0.0.1:{port}/console") as resp:
+                assert resp.status == 200 and "alice · admin" in await resp.text()
+    finally:
+        await server.stop()
+
+
 async def test_login_link_needs_an_admin(tmp_path: Path) -> None:
     config = tmp_path / "app.yaml"
     config.write_text(f"database: {{url: 'sqlite+aiosqlite:///{tmp_path}/s.db'}}\n")
@@ -79,3 +115,33 @@ async def test_login_link_needs_an_admin(tmp_path: Path) -> None:
     code, out, err = await run_cli("login-link", "--config", str(config))
     assert code == 2 and "no admins" in err and out == ""
     assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("person", "said"),
+    [
+        ("finance", "--person 'finance' is a group (in groups:), not a person:"),
+        ("carol", "--person 'carol' is not in admins: (admins: alice, bob)"),
+        ("nobody", "--person 'nobody' is not in people: (people: alice, bob, carol)"),
+    ],
+)
+async def test_login_link_refuses_a_group_or_someone_not_an_admin(
+    tmp_path: Path, person: str, said: str
+) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path}/s.db"
+    config = write_config(tmp_path, url, free_port(), "")
+    config.write_text(
+        config.read_text().replace(
+            "bob: {email: bob@example.com}}", "bob: {email: b@x}, carol: {email: c@x}}"
+        )
+    )
+    await cli(config, "migrate")
+    before = await cli(config, "token", "list")
+    code, out, err = await run_cli("login-link", "--config", str(config), "--person", person)
+    assert code == 2 and out == "", err
+    assert (
+        err.splitlines() == [err.strip()]
+        and said in err
+        and err.rstrip().endswith("; no link made")
+    )
+    assert await cli(config, "token", "list") == before  # nothing stored
