@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Awaitable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -23,7 +23,6 @@ from engine.adapters.ids import UuidSource
 from engine.adapters.llm import OpenAICompatibleSampler
 from engine.adapters.outbound import OutboundGuard, client_session
 from engine.adapters.store import Database, SqlStore
-from engine.adapters.store.db import sqlite_file as sqlite_file  # for bot/cli/checks.py
 from engine.adapters.store.dbclock import DatabaseClock
 from engine.adapters.store.listen import PgListener
 from engine.config import AppConfig
@@ -52,6 +51,7 @@ from engine.services.tokens import Tokens
 from engine.services.workers import Sweeper, Workers
 from engine.services.workflow_source import WorkflowSource
 from engine.services.workflows import StoredWorkflows
+from engine.standalone import schema_head as schema_head  # for bot/api/health.py
 
 MAX_INPUT_BYTES = 256 * 1024
 LISTEN_WAIT_SECONDS = 5.0  # the longest ``Engine.start`` waits for PostgreSQL's LISTEN
@@ -310,45 +310,6 @@ def channels_of(values: Sequence[str]) -> tuple[str, ...]:
 
 
 # -- for the front ends' commands, pages and sinks: the database, HTTP, signatures -------------
-
-
-def schema_head() -> str:
-    """The newest migration revision of this code."""
-    from engine.adapters.store.migrate import head_revision
-
-    return head_revision()
-
-
-async def migrate_database(url: str) -> None:
-    """Upgrade the database at ``url`` to the newest schema (idempotent)."""
-    from engine.adapters.store.migrate import upgrade_to_head
-
-    await upgrade_to_head(url)
-
-
-def database_dialect(url: str) -> str:
-    """``sqlite`` or ``postgresql``, from the URL alone."""
-    return Database(url).dialect
-
-
-async def schema_revision(url: str) -> str | None:
-    """The revision the database at ``url`` is at (None: never migrated), without changing it;
-    raises what reaching it raised."""
-    db = Database(url)
-    try:
-        return await SqlStore(db).schema_revision()
-    finally:
-        await db.dispose()
-
-
-@contextlib.asynccontextmanager
-async def open_tokens(url: str) -> AsyncIterator[Tokens]:
-    """The API tokens of the database at ``url``, for a command that runs no engine."""
-    db = Database(url)
-    try:
-        yield Tokens(SqlStore(db))
-    finally:
-        await db.dispose()
 
 
 def http_session(proxies: ProxySettings, *, timeout_seconds: float) -> aiohttp.ClientSession:

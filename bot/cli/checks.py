@@ -89,7 +89,7 @@ async def database_state(config: AppConfig) -> tuple[str | None, str]:
     """``(problem, dialect and revision)``: ``problem`` is None when the schema is the code's."""
     import asyncio
 
-    from engine.assembly import database_dialect, schema_head, schema_revision, sqlite_file
+    from engine.standalone import database_dialect, schema_head, schema_revision, sqlite_file
 
     url = config.database.url
     path = sqlite_file(url)

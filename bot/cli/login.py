@@ -86,8 +86,8 @@ async def sign_in_link(config: AppConfig, person: str) -> str:
     from urllib.parse import urlencode
 
     from bot.tokens import LOCAL_ADMIN, hash_token, new_token
-    from engine.assembly import SystemClock, open_tokens
     from engine.domain.model import Role
+    from engine.standalone import SystemClock, open_tokens
 
     token = new_token()
     async with open_tokens(config.database.url) as tokens:

@@ -28,7 +28,7 @@ def migrate(config: AppConfig) -> int:
     ``signoff migrate`` and ``signoff serve --migrate`` both run this."""
     import asyncio
 
-    from engine.assembly import migrate_database, schema_head
+    from engine.standalone import migrate_database, schema_head
 
     url = config.database.url
     head = schema_head()
@@ -50,7 +50,7 @@ async def _revision_before(url: str) -> str | None:
     exist yet is not opened (opening it would create it before the migration does)."""
     import os
 
-    from engine.assembly import schema_revision, sqlite_file
+    from engine.standalone import schema_revision, sqlite_file
 
     path = sqlite_file(url)
     if path is not None and not os.path.exists(path):

@@ -43,8 +43,8 @@ def cmd_token(args: argparse.Namespace) -> int:
 
 async def _token(config: AppConfig, args: argparse.Namespace) -> int:
     from bot.tokens import hash_token, new_token
-    from engine.assembly import SystemClock, open_tokens
     from engine.domain.approvers import admin_token_problem
+    from engine.standalone import SystemClock, open_tokens
 
     async with open_tokens(config.database.url) as tokens:
         try:

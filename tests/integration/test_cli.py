@@ -80,6 +80,48 @@ async def test_help_imports_no_chat_sdk_and_no_web_server(argv: tuple[str, ...],
     assert err.decode().strip() == "[]"
 
 
+# What a command that only reads or writes a table must not import: the chat SDKs, the web server
+# and its client, the whole engine (engine.assembly), the console's pages, the cards.
+NOT_FOR_THE_STORE = (
+    "botbuilder", "botframework", "slack_bolt", "slack_sdk", "aiohttp", "engine.assembly",
+    "bot.app", "bot.console", "cards",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("token", "list"),
+        ("token", "create", "--role", "agent", "--name", "probe"),
+        ("token", "revoke", "nope"),
+        ("login-link",),
+        ("check",),
+    ],
+    ids=" ".join,
+)
+async def test_store_commands_import_no_web_server_no_chat_sdk_no_engine(
+    tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    """Each command imports only what it needs (the start time of a command is mostly its
+    imports: the whole engine and aiohttp took as long again as its database work)."""
+    config = write_config(tmp_path, "people: {alice: {}}\nadmins: [alice]\n")
+    assert (await run_cli("migrate", "--config", str(config)))[0] == 0
+    probe = (
+        "import sys\n"
+        "from bot.cli import main\n"
+        f"try:\n    main({[*argv, '--config', str(config)]!r})\nexcept SystemExit:\n    pass\n"
+        f"heavy = {NOT_FOR_THE_STORE!r}\n"
+        "print(sorted(m for m in sys.modules if any(m == h or m.startswith(h + '.') "
+        "for h in heavy)))\n"
+    )
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", probe, cwd=ROOT, env=child_env(), stdout=PIPE, stderr=PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().strip().splitlines()[-1] == "[]", out.decode() + err.decode()
+
+
 async def test_version_prints_the_installed_version_and_exits_0() -> None:
     from importlib.metadata import version
 
