@@ -21,7 +21,7 @@ from engine.services.tokens import Tokens
 
 def schema_head() -> str:
     """The newest migration revision of this code."""
-    from engine.adapters.store.migrate import head_revision
+    from engine.adapters.store.revision import head_revision  # not migrate: no Alembic
 
     return head_revision()
 

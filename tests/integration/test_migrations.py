@@ -9,12 +9,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Connection
 
+from engine.adapters.store import SqlStore
 from engine.adapters.store.db import Database
 from engine.adapters.store.migrate import (
     MIGRATIONS_DIR,
@@ -161,3 +163,35 @@ def test_the_revisions_form_one_line() -> None:
     assert scripts.get_heads() == [head_revision()]
     assert [r.down_revision for r in revisions] == [None, *(r.revision for r in revisions[:-1])]
     assert [r.revision for r in revisions] == [f"{i:04d}" for i in range(1, len(revisions) + 1)]
+
+
+async def test_the_commands_read_the_revision_as_alembic_does(db_url: str) -> None:
+    """Every command checks the schema with ``engine.adapters.store.revision`` (no Alembic
+    imported): it must read what Alembic reads, never migrated, at head, and after a full
+    downgrade (the version table left empty)."""
+    store = SqlStore(Database(db_url))
+    try:
+        assert await store.schema_revision() is None
+        await upgrade_to_head(db_url)
+        assert await store.schema_revision() == await current_revision(db_url) == head_revision()
+        await downgrade_to_base(db_url)
+        assert await store.schema_revision() is None is await current_revision(db_url)
+    finally:
+        await store.db.dispose()
+
+
+def test_the_head_is_the_one_revision_no_script_follows(tmp_path: Path) -> None:
+    def script(name: str, revision: str, down: str) -> None:
+        (tmp_path / f"{name}.py").write_text(
+            f'"""{name}"""\nrevision: str = "{revision}"\n'
+            f"down_revision: str | Sequence[str] | None = {down}\n"
+        )
+
+    script("0001_a", "0001", "None")
+    script("0002_b", "0002", '"0001"')
+    assert head_revision(tmp_path) == "0002"
+    script("0003_c", "0003", '"0001"')  # a second branch from 0001: two heads
+    with pytest.raises(RuntimeError, match=r"have heads \['0002', '0003'\], not one"):
+        head_revision(tmp_path)
+    script("0004_merge", "0004", '("0002", "0003")')  # a merge revision follows both
+    assert head_revision(tmp_path) == "0004"

@@ -16,16 +16,14 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 
 from engine.adapters.store.db import Database
-
-MIGRATIONS_DIR = Path(__file__).resolve().parents[3] / "migrations"
+from engine.adapters.store.revision import MIGRATIONS_DIR as MIGRATIONS_DIR
+from engine.adapters.store.revision import head_revision as head_revision  # read without Alembic
 
 # Alembic keeps the running environment in module globals (``alembic.context``, ``alembic.op``):
 # two commands at once in one process, even on different databases, corrupt each other.
@@ -67,11 +65,3 @@ async def current_revision(url: str) -> str | None:
             )
     finally:
         await database.dispose()
-
-
-def head_revision() -> str:
-    """The newest revision among the migration scripts."""
-    head = ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()
-    if head is None:
-        raise RuntimeError(f"no migration scripts in {MIGRATIONS_DIR}")
-    return head

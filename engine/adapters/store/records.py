@@ -28,13 +28,12 @@ def token_from_row(row: Any) -> ApiToken:
 
 class RecordStore(StoreBase):
     async def schema_revision(self) -> str | None:
-        """The migration the database is at (None: never migrated). Raises when unreachable."""
-        from alembic.runtime.migration import MigrationContext
+        """The migration the database is at (None: never migrated). Raises when unreachable.
+        Read without Alembic (``revision``): every command asks this before it acts."""
+        from engine.adapters.store.revision import current_revision
 
         async with self.db.engine.connect() as conn:
-            revision: str | None = await conn.run_sync(
-                lambda sync: MigrationContext.configure(sync).get_current_revision()
-            )
+            revision: str | None = await conn.run_sync(current_revision)
             return revision
 
     # -- API tokens --------------------------------------------------------------------------
