@@ -4,9 +4,9 @@
 ``local-admin`` at every start and prints ``{publicUrl}/console/login?once=<token>``;
 ``signoff login-link`` prints a fresh one on demand (any admin, SQLite or PostgreSQL). Opening
 it shows a one-button form (a link previewer's GET spends nothing); submitting it signs in and
-marks the value spent (``engine.services.tokens``), so the link works once. A link that no longer
-works (used, replaced by a newer one) answers 410 without the button, saying why and how to get
-a new one. Sessions made with it stay valid: they name the token, which stays active.
+marks the value spent (``engine.services.sign_in_links``), so the link works once. A link that
+no longer works (used, replaced by a newer one) answers 410 without the button, saying why and
+how to get a new one. Sessions made with it stay valid: they name the token, which stays active.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from bot.console.security import CONSOLE_ROLES, CSRF_FIELD
 from bot.tokens import LOCAL_ADMIN, hash_token
 from engine.domain.errors import InvalidRequest
 from engine.domain.model import ApiToken
-from engine.services.tokens import SignInRefusal, Tokens
+from engine.services.sign_in_links import SignInRefusal, once_refusal, spend_once
+from engine.services.tokens import Tokens
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ async def login(request: web.Request) -> web.StreamResponse:
     once = str(form.get("once") or "")
     token: ApiToken | None
     if once:
-        token = await tokens.spend_once(LOCAL_ADMIN, hash_token(once))
+        token = await spend_once(tokens, LOCAL_ADMIN, hash_token(once))
         if token is None:
             gone = await _once_gone(tokens, once)
             if gone is None:  # it was spent between the two reads: by someone else
@@ -106,7 +107,7 @@ _GONE = {
 async def _once_gone(tokens: Tokens, once: str) -> tuple[str, str] | None:
     """Why the one-time link ``once`` no longer signs in, and the command that prints a new
     one; None while it does."""
-    refusal = await tokens.once_refusal(LOCAL_ADMIN, hash_token(once))
+    refusal = await once_refusal(tokens, LOCAL_ADMIN, hash_token(once))
     if refusal is None:
         return None
     person = "NAME"
