@@ -5,7 +5,10 @@ value, and signing in with it replaces the value with a *spent mark* of it (``sp
 string no token's hash can equal (it is not hex). The mark is what tells a used link from one a
 newer link replaced, with no record of its own: a link is *used* while the token's value is its
 mark, and *replaced* once the value is anything else. A used link that a newer link then
-replaced is told as replaced: only the newest link's story is kept.
+replaced is told as replaced: only the newest link's story is kept. The story is read through
+``Tokens``' lookups, so a server that keeps tokens it found for a moment may tell, for that
+moment, the story of a link changed by another process as it was; signing in itself is one
+conditional write (``Tokens.rotate``) and never spends a link twice.
 """
 
 from __future__ import annotations

@@ -65,8 +65,6 @@ async def test_a_used_link_is_renewed_by_login_link(tmp_path: Path) -> None:
             (fresh,) = LINK.findall(out)
             assert fresh != served and fresh.startswith(f"http://127.0.0.1:{port}/")
             assert "as alice" in out
-            status, page = await opened(http, served)  # used, then replaced: the newer wins
-            assert status == 410 and "replaced by a newer link" in page
             assert (await sign_in_with(http, fresh))[0] == 303
             assert (await opened(http, fresh))[0] == 410  # it too works once
     finally:
