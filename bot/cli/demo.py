@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-from bot.cli.checks import add_config, load, require_migrated
+from bot.cli.checks import EXIT_CONFIG, add_config, load, require_migrated
 
 
 def add_parser(subparsers: Any) -> None:
@@ -27,8 +27,15 @@ def add_parser(subparsers: Any) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     import asyncio
 
-    from bot.console.demo import run_demo
+    from bot.console.demo import DEMO_WORKFLOW, has_demo, run_demo
 
     config = load(args.config)
+    if not has_demo(config):  # a refusal: exit 2 with one line, as every other command's
+        print(
+            f"error: {config.source} has no {DEMO_WORKFLOW} workflow (the starter app.yaml of "
+            "signoff init has one); no run started",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG
     require_migrated(config)
     return asyncio.run(run_demo(config, timeout=args.timeout, out=sys.stdout))

@@ -42,7 +42,7 @@ def cmd_init(args: argparse.Namespace) -> int:
             f"error: cannot write {path}: its folder does not exist (create it first)",
             file=sys.stderr,
         )
-        return 1
+        return EXIT_CONFIG  # a refusal, as when the file exists: nothing was written
     except OSError as exc:
         print(f"error: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
         return 1

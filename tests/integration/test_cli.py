@@ -274,9 +274,20 @@ async def test_init_writes_a_starter_that_check_accepts_and_never_overwrites(
 async def test_init_into_a_folder_that_does_not_exist_says_so(tmp_path: Path) -> None:
     config = tmp_path / "nowhere" / "app.yaml"
     code, _, err = await run_cli("init", "--config", str(config))
-    assert code == 1
+    assert code == 2  # a refusal, as every other: nothing written
     assert err.splitlines() == [
         f"error: cannot write {config}: its folder does not exist (create it first)"
+    ]
+
+
+async def test_demo_without_the_demo_workflow_exits_2_in_one_line(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    assert (await run_cli("migrate", "--config", str(config)))[0] == 0
+    code, out, err = await run_cli("demo", "--config", str(config))
+    assert (code, out) == (2, ""), err
+    assert err.splitlines() == [
+        f"error: {config} has no refund-demo workflow (the starter app.yaml of signoff init "
+        "has one); no run started"
     ]
 
 
