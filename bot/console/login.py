@@ -11,7 +11,6 @@ how to get a new one. Sessions made with it stay valid: they name the token, whi
 
 from __future__ import annotations
 
-import logging
 import re
 from urllib.parse import urlencode, urlsplit
 
@@ -25,8 +24,6 @@ from engine.domain.errors import InvalidRequest
 from engine.domain.model import ApiToken
 from engine.services.sign_in_links import SignInRefusal, once_refusal, spend_once
 from engine.services.tokens import Tokens
-
-log = logging.getLogger(__name__)
 
 routes = web.RouteTableDef()
 HOME = "/console"
