@@ -44,6 +44,7 @@ from engine.domain.expression_limits import (
     check_result,
     current,
 )
+from engine.domain.prose import EMPTY, shown
 
 __all__ = ["ENV", "LENIENT", "PROSE", "TEXT_METHODS", "DataEnvironment", "plural"]
 
@@ -188,9 +189,13 @@ class DataEnvironment(ImmutableSandboxedEnvironment):
 
 
 def _blank_none(value: Any) -> Any:
-    """What an expression in text a person reads shows for a null: nothing, not ``None``;
-    a value no bigger than the size limit (before ``str`` makes a text of it)."""
-    return "" if value is None else check_result(value)
+    """What an expression in text a person reads shows for an empty value (a null, a blank
+    text, an empty list, a missing variable): the mark ``omit_empty`` leaves out with what led
+    to it, never ``None``; a value no bigger than the size limit (before ``str`` makes a text
+    of it)."""
+    if isinstance(value, Undefined) and not isinstance(value, StrictUndefined):
+        return EMPTY  # lenient; a strict one still raises when printed
+    return shown(check_result(value))
 
 
 def plural(value: Any, singular: str, plural_form: str | None = None) -> str:

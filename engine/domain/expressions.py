@@ -27,6 +27,7 @@ from engine.domain.errors import ExpressionLimit, StepError
 from engine.domain.expression_limits import Exceeded, bounded_concat
 from engine.domain.expression_sandbox import ENV, LENIENT, PROSE
 from engine.domain.expression_scan import scan
+from engine.domain.prose import omit_empty, shown
 
 _DATA = (str, int, float, bool, type(None), list, dict, tuple)
 _SINGLE = re.compile(r"^\s*\{\{(?P<expr>(?:(?!\{\{|\}\}).)*)\}\}\s*$", re.DOTALL)
@@ -118,8 +119,8 @@ def _pieces(text: str) -> tuple[str | tuple[str, ...], ...] | None:
 
 def _render(text: str, context: Mapping[str, Any], strict: bool, prose: bool = False) -> str:
     """What ``_template(text, strict, prose).render(**context)`` gives, without jinja when
-    every expression is a path to data (as jinja, ``str`` of each value; in prose, a null is
-    nothing)."""
+    every expression is a path to data (as jinja, ``str`` of each value; in prose, an empty
+    value is ``prose.EMPTY``, which ``render_text`` leaves out)."""
     prose = prose or not strict  # the lenient environment renders prose only
     pieces = _pieces(text)
     if pieces is not None:
@@ -134,7 +135,7 @@ def _render(text: str, context: Mapping[str, Any], strict: bool, prose: bool = F
             if not found:  # too long for jinja: it reads this one path alone
                 compiled = _path_expression(".".join(piece), strict)
                 value = _bounded(functools.partial(compiled, **context))
-            out.append("" if value is None and prose else str(value))
+            out.append(shown(value) if prose else str(value))
         else:
             return bounded_concat(out)
     template = _template(text, strict, prose)  # compiled outside the budget: once, bounded
@@ -172,11 +173,12 @@ def render_text(template: str, context: Mapping[str, Any], *, strict: bool = Fal
     """Render a reason or summary template to text. Lenient by default: a missing variable
     renders empty rather than failing the step that only wanted to describe itself. Either
     way a null value renders as nothing (``from {{ account }}`` never says "from None"), and
-    the ``plural`` filter counts things in words."""
+    the ``plural`` filter counts things in words. What an empty value would have said is left
+    out (``engine.domain.prose``): "Refund {{ amount }} to {{ who }}" with neither is "Refund"."""
     if not is_template(template):
         return template
     try:
-        return _render(template, context, strict, prose=True)
+        return omit_empty(_render(template, context, strict, prose=True))
     except Exceeded as exc:
         if strict:
             raise _limit_error(exc, template) from None
