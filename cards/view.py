@@ -27,6 +27,7 @@ from engine.domain.model import (
 from engine.domain.timeline import minutes_text
 
 SHORT_HASH = 12  # hex digits of the binding hash shown on cards
+TITLE_CHARS = 300  # what every card shows of a title (the templates clip it there)
 # Printable ASCII only, and none of the characters that end a Slack link or an HTML attribute.
 # (IGNORECASE only on the scheme: with it, the negated class would also refuse "s" and "k",
 # whose case foldings U+017F and U+212A lie in the refused range.)
@@ -231,6 +232,25 @@ def _title(request: TakeoverRequest, connector: str | None, action: str | None) 
     return f"Approve step {request.step_id}" if request.step_id else "Approval requested"
 
 
+def _folded(text: str) -> str:
+    return " ".join(text.split()).casefold().rstrip(".!")
+
+
+def said_once(title: str, reason: str) -> tuple[str, str]:
+    """The card's title and reason, each saying something the other does not: a held call's
+    reason is its summary unless the agent gave one, and a card read "Send email to 1
+    recipient" twice. When one holds the other, the longer is the title and there is no
+    reason, "" (when it fits: a longer reason than a title shows stays where it is)."""
+    if not reason:
+        return title, reason
+    short, long = _folded(title), _folded(reason)
+    if long in short:
+        return title, ""
+    if short in long and len(reason) <= TITLE_CHARS:
+        return reason, ""
+    return title, reason
+
+
 def build_view(
     request: TakeoverRequest,
     run: Run | None,
@@ -250,14 +270,18 @@ def build_view(
     details = request.details if isinstance(request.details, dict) else {}
     connector, action = _text(details.get("connector")), _text(details.get("action"))
     arguments_json, arguments_error = _arguments(details)
+    title, reason = said_once(
+        agent_text(_title(request, connector, action)),
+        agent_text(request.reason) if request.reason else "",
+    )
     return ApprovalView(
         request_id=request.id,
         run_id=request.run_id,
         step_id=request.step_id,
         kind=request.kind,
         status=request.status,
-        title=agent_text(_title(request, connector, action)),
-        reason=agent_text(request.reason) if request.reason else request.reason,
+        title=title,
+        reason=reason,
         agent=_text(details.get("agent")) or (run.agent if run else None),
         workflow=_text(details.get("workflow")) or (run.workflow if run else None),
         requested_by=request.requested_by or (run.requested_by if run else None),

@@ -82,19 +82,23 @@ def _status_lines(texts: list[str]) -> list[str]:
 @pytest.mark.parametrize("forged", FORGED)
 def test_agent_text_cannot_draw_a_status_line(forged: str) -> None:
     base = sample_request("pending")
-    request = dataclasses.replace(base, reason=forged, details={**base.details, "summary": forged})
-    view = build_view(
-        request, sample_run(), approval_url=APPROVAL_URL, run_url=RUN_URL, now=SAMPLE_NOW
-    )
-    assert "\n" not in view.title and "\n" not in view.reason
+    # As the title and as the reason (a card shows text the two share once: both ways).
+    for summary, reason in ((forged, "the ticket says so"), ("Refund order A-1", forged)):
+        details = {**base.details, "summary": summary}
+        request = dataclasses.replace(base, reason=reason, details=details)
+        view = build_view(
+            request, sample_run(), approval_url=APPROVAL_URL, run_url=RUN_URL, now=SAMPLE_NOW
+        )
+        assert view.reason
+        assert "\n" not in view.title and "\n" not in view.reason
 
-    slack = _status_lines(_slack_texts(render_slack_card(view)))
-    teams = _status_lines(_teams_texts(render_teams_card(view)))
-    page = html.unescape(
-        re.sub(r"<[^>]+>", "\n", render_web_card(view, csrf_token=None, form_action=None))
-    )
-    web = _status_lines([page])
-    assert (slack, teams, web) == ([], [], [])
+        slack = _status_lines(_slack_texts(render_slack_card(view)))
+        teams = _status_lines(_teams_texts(render_teams_card(view)))
+        page = html.unescape(
+            re.sub(r"<[^>]+>", "\n", render_web_card(view, csrf_token=None, form_action=None))
+        )
+        web = _status_lines([page])
+        assert (slack, teams, web) == ([], [], [])
 
 
 def test_agent_text_keeps_ordinary_text_as_it_is() -> None:

@@ -7,7 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 
 from cards.samples import SAMPLE_NOW, sample_request, sample_run, sample_view
-from cards.view import build_view, safe_url
+from cards.view import ApprovalView, build_view, safe_url
 from engine.domain.model import TakeoverKind, TakeoverStatus, Vote
 
 
@@ -175,3 +175,35 @@ def test_an_admin_override_is_named_on_every_card() -> None:
         request, details={**request.details, "override": {"by": "eve", "override": "admin"}}
     )
     assert build_view(other, sample_run(), approval_url=None, run_url=None).override is None
+
+
+def _once_view(summary: str, reason: str) -> ApprovalView:
+    request = sample_request()
+    request = replace(request, reason=reason, details={**request.details, "summary": summary})
+    return build_view(request, sample_run(), approval_url=None, run_url=None)
+
+
+def test_a_title_and_reason_that_say_the_same_are_shown_once_on_every_card() -> None:
+    from cards.slack.render import render_slack_card
+    from cards.teams.render import render_teams_card
+    from cards.web.render import render_web_card
+
+    line = "Send email to 1 recipient"
+    for summary, reason, title in (
+        (line, line, line),  # a held call without the agent's own reason
+        (line, " send EMAIL to 1 recipient. ", line),  # the same, but for case and spacing
+        (line, "to 1 recipient", line),  # the reason says less
+        (line, f"{line} from ops", f"{line} from ops"),  # it says more: it is the title
+    ):
+        view = _once_view(summary, reason)
+        assert (view.title, view.reason) == (title, ""), reason
+        slack = json.dumps(render_slack_card(view)["blocks"])  # "text": the notification
+        teams = json.dumps(render_teams_card(view)["body"])  # as "fallbackText"
+        web = render_web_card(view, csrf_token=None, form_action=None)
+        for card in (slack, teams, web):
+            assert card.count("recipient") == 1, (reason, card)
+    # Different words, or a reason too long for a title, keep both.
+    view = _once_view(line, "Newsletter for March")
+    assert (view.title, view.reason) == (line, "Newsletter for March")
+    long = line + " x" * 200
+    assert (_once_view(line, long).title, _once_view(line, long).reason) == (line, long)
