@@ -140,10 +140,33 @@ class ApprovalView:
         return self.binding_hash.rpartition(":")[2][:SHORT_HASH]
 
     @property
+    def overridden(self) -> bool:
+        """Whether an admin's override, not its approvers' count, granted the request."""
+        decided = self.status in (TakeoverStatus.GRANTED, TakeoverStatus.RELEASED)
+        return decided and self.override is not None
+
+    @property
+    def counted(self) -> tuple[Approval, ...]:
+        """The approvals toward the quorum: an overriding admin's own grant is not one."""
+        if not self.overridden:
+            return self.approvals
+        return tuple(a for a in self.approvals if a.person != self.decided_by)
+
+    @property
     def quorum(self) -> str:
-        """Quorum progress, e.g. "1 of 2 approvals"."""
-        noun = "approval" if self.approvals_required == 1 else "approvals"
-        return f"{len(self.approvals)} of {self.approvals_required} {noun}"
+        """Quorum progress, e.g. "1 of 2 approvals"; "1 of 2, decided by alice's admin
+        override" when an admin decided it short of its quorum (or outside its approvers)."""
+        counted, required = len(self.counted), self.approvals_required
+        if self.overridden:
+            return f"{counted} of {required}, decided by {self.decided_by}'s {self.override}"
+        return f"{counted} of {required} {'approval' if required == 1 else 'approvals'}"
+
+    @property
+    def override_possible(self) -> bool:
+        """Whether an admin outside the approvers could still decide the request alone, ahead
+        of its quorum (the cards say so: a chat card cannot know who reads it)."""
+        pending = self.status is TakeoverStatus.PENDING
+        return pending and self.approvals_required > 1 and bool(self.approvers)
 
     @property
     def expires_in_minutes(self) -> int | None:

@@ -38,6 +38,7 @@ from bot.replies import Refusal
 from cards.templating import plain_date
 from cards.view import build_view
 from cards.web.render import render_web_card
+from engine.domain.approvers import override_of
 from engine.domain.errors import SignoffError, Unauthorized
 from engine.domain.expiry import status_at
 from engine.domain.model import Principal, TakeoverRequest, TakeoverStatus
@@ -107,7 +108,18 @@ def situation(
     refusal = ctx.engine.approvals.refusal(request, who)
     if refusal is not None:
         return Situation(403 if link else 200, f"{who.name}: {refusal}.", "bad", False)
-    return Situation(200, None, "info", True)
+    return Situation(200, _override_note(ctx, request, who), "info", True)
+
+
+def _override_note(ctx: PageContext, request: TakeoverRequest, who: Principal) -> str | None:
+    """What an admin outside the approvers is told before deciding: that it is an override."""
+    kind = override_of(ctx.engine.config, request, who)
+    if kind is None:
+        return None
+    if request.approvals_required > 1:
+        done = f"{len(request.votes)} of {request.approvals_required}"
+        return f"Approving now overrides the quorum ({done}): as an {kind}, you decide alone."
+    return f"You are not among its approvers: deciding now is an {kind} override."
 
 
 async def _viewer(ctx: PageContext, request: web.Request, request_id: str) -> Viewer:

@@ -195,6 +195,11 @@ class TimelineReader:
             quorum = f" ({approvals} of {required})" if required not in (None, 1) else ""
             tone = "ok" if d.get("final", True) else "wait"
             label = f"Granted by {by}{quorum}" if by else "Granted"
+            override = _text(d.get("override"))
+            if by and override and isinstance(approvals, int) and isinstance(required, int):
+                # The admin's own grant is no approver's: "1 of 2", not a full "2 of 2".
+                counted = f"{approvals - 1} of {required}, decided by"
+                label = f"Granted: {counted} {by}'s {override} override"
             return make(label, tone, actor=by, detail=notes, duration_seconds=waited)
         if e.event == JournalEvent.TAKEOVER_DENIED:
             label = f"Denied by {by}" if by else "Denied"

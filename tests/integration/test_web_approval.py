@@ -340,6 +340,32 @@ async def test_a_link_decides_as_every_decision_does(api: Api) -> None:
     assert use is not None and use.action == "grant"
 
 
+async def test_an_admin_sees_the_override_before_and_after_deciding(api: Api) -> None:
+    """Issue 31: on a 2-of-2 quorum with one approval, an admin's override read "2 of 2
+    approvals" with a full bar. Before clicking the admin is told it is an override; after,
+    the page says 1 of 2, decided by the override, on the bar, the card and the history."""
+    request = await _parked(api, "bobs-and-carols", amount="1")
+    bob, alice = link_path(api.client, request, "bob"), link_path(api.client, request, "alice")
+    assert (await submit(api.client, bob, {"action": "grant"})).status == 303
+
+    _, html = await page(api.client, alice)
+    assert "Approving now overrides the quorum (1 of 2): as an admin, you decide alone." in html
+    _, html = await page(api.client, link_path(api.client, request, "carol"))
+    assert "overrides the quorum" not in html  # an approver's vote is only a vote
+
+    assert (await submit(api.client, alice, {"action": "grant"})).status == 303
+    await wait_status(api.engine, request.run_id, RunStatus.COMPLETED)
+    await sign_in(api.client, api.tokens["admin"])  # alice's
+    _, html = await page(api.client, f"/approvals/{request.id}")
+    said = "1 of 2, decided by alice&#39;s admin override"
+    assert f'<label for="quorum">{said}</label>' in html
+    assert '<progress id="quorum" max="2" value="1">' in html
+    assert "<dt>Approvals</dt><dd>" + said in html
+    assert "Approved by <strong>alice</strong> (admin override)" in html
+    assert "Granted: 1 of 2, decided by alice&#39;s admin override" in html  # the history
+    assert "2 of 2" not in html
+
+
 async def test_a_console_session_decides_from_the_plain_page(api: Api) -> None:
     request = await _parked(api)
     plain = f"/approvals/{request.id}"

@@ -106,3 +106,19 @@ def test_minutes_read_as_hours_and_minutes() -> None:
              2 * 1440 + 180: "2 d 3 h"}  # fmt: skip
     assert {m: minutes_text(m) for m in cases} == cases
     assert human_duration(2 * 3600) == "2 h"  # not "2 h 0 min"
+
+
+def test_an_admin_override_reads_as_the_approvals_it_cut_short() -> None:
+    """Issue 31: an admin's override on a 2-of-2 quorum with one approval read "2 of 2"."""
+    journal = [
+        _entry(1, JournalEvent.TAKEOVER_REQUESTED, "approve", 0, requestId="tk-1"),
+        _entry(2, JournalEvent.TAKEOVER_GRANTED, "approve", 10, requestId="tk-1", by="bob",
+               approvals=1, approvalsRequired=2, final=False),
+        _entry(3, JournalEvent.TAKEOVER_GRANTED, "approve", 20, requestId="tk-1", by="alice",
+               approvals=2, approvalsRequired=2, final=True, override="admin"),
+    ]  # fmt: skip
+    labels = [i.label for i in TimelineReader().read(journal)]
+    assert labels[1:] == [
+        "Granted by bob (1 of 2)",
+        "Granted: 1 of 2, decided by alice's admin override",
+    ]

@@ -207,3 +207,68 @@ def test_a_title_and_reason_that_say_the_same_are_shown_once_on_every_card() -> 
     assert (view.title, view.reason) == (line, "Newsletter for March")
     long = line + " x" * 200
     assert (_once_view(line, long).title, _once_view(line, long).reason) == (line, long)
+
+
+def test_an_admin_override_short_of_the_quorum_is_not_counted_as_an_approval() -> None:
+    """Issue 31: a 2-of-2 quorum with bob's approval, then alice's admin override, read
+    "2 of 2 approvals" and "Approved by alice, bob" on every card."""
+    from cards.notice_fields import decision_fields
+    from cards.slack.render import render_slack_card
+    from cards.teams.render import render_teams_card
+    from cards.web.render import render_web_card
+
+    base = sample_request("pending")  # alice (one of its approvers) has approved
+    request = replace(
+        base,
+        approvers=("bob", "carol"),
+        votes=(Vote("bob", SAMPLE_NOW, None), Vote("alice", SAMPLE_NOW, None)),
+        status=TakeoverStatus.RELEASED,
+        decided_by="alice",
+        decided_at=SAMPLE_NOW,
+        released_by="alice",
+        released_at=SAMPLE_NOW,
+        details={**base.details, "override": {"by": "alice", "override": "admin"}},
+    )
+    view = build_view(request, sample_run(), approval_url=None, run_url=None)
+    said = "1 of 2, decided by alice's admin override"
+    assert view.quorum == said and [a.person for a in view.counted] == ["bob"]
+    slack = json.dumps(render_slack_card(view), ensure_ascii=False)
+    teams = json.dumps(render_teams_card(view), ensure_ascii=False)
+    web = render_web_card(view, csrf_token=None, form_action=None)
+    assert f"*Approvals*\\n{said}" in slack and "Approved by *alice* (admin override)" in slack
+    assert (
+        said in teams
+        and '"text": "alice", "weight": "Bolder"}, {"type": "TextRun", "text": " (admin override)"}'
+        in teams
+    )
+    assert "1 of 2, decided by alice&#39;s admin override" in web
+    assert "Approved by <strong>alice</strong> (admin override)" in web
+    for card in (slack, teams, web):
+        assert "2 of 2" not in card
+    payload = {"status": "released", "votes": 2}
+    fields = decision_fields(request, view, payload)
+    assert (fields["actor"], fields["quorum"]) == ("alice (admin override)", "1 of 2 approvals")
+    # Without the override, the same votes are the quorum met.
+    plain = replace(request, details=base.details)
+    assert build_view(plain, None, approval_url=None, run_url=None).quorum == "2 of 2 approvals"
+    assert decision_fields(plain, build_view(plain, None, approval_url=None, run_url=None),
+                           payload)["quorum"] == "2 of 2 approvals"  # fmt: skip
+
+
+def test_chat_cards_say_an_admin_can_override_an_open_quorum() -> None:
+    """A chat card cannot know who reads it: under an open quorum it says what an admin's
+    approval does; not once decided, nor without a quorum or named approvers."""
+    from cards.slack.render import render_slack_card
+    from cards.teams.render import render_teams_card
+
+    line = "An admin's approval overrides the quorum: it decides this request alone."
+    for request, shown in (
+        (sample_request("pending"), True),
+        (replace(sample_request("pending"), approvals_required=1), False),
+        (replace(sample_request("pending"), approvers=()), False),
+        (sample_request("released"), False),
+    ):
+        view = build_view(request, None, approval_url=None, run_url=None)
+        assert view.override_possible is shown
+        assert (line in json.dumps(render_slack_card(view), ensure_ascii=False)) is shown
+        assert (line in json.dumps(render_teams_card(view), ensure_ascii=False)) is shown
