@@ -348,6 +348,17 @@ def override_label(request: TakeoverRequest) -> str | None:
     return None
 
 
+def override_warning(request: TakeoverRequest, kind: str | None) -> str | None:
+    """What a person about to decide ``request`` as an override (``kind``, e.g. "admin",
+    from ``engine.domain.approvers.override_of``; None: not one) is told before clicking."""
+    if kind is None or request.status is not TakeoverStatus.PENDING:
+        return None
+    if request.approvals_required > 1:
+        done = f"{len(request.votes)} of {request.approvals_required}"
+        return f"Approving now overrides the quorum ({done}): as an {kind}, you decide alone."
+    return f"You are not among its approvers: deciding now is an {kind} override."
+
+
 def decider_text(request: TakeoverRequest, actor: str | None) -> str | None:
     """``actor`` as a notice names them: "alice (admin override)" for the overriding decider."""
     label = override_label(request)

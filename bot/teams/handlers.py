@@ -27,8 +27,10 @@ from typing import Any
 from bot.replies import NO_REQUEST, NOTHING_CHANGED, VERBS, Refusal, decide, refusal
 from bot.teams.activities import ADAPTIVE_CARD, Incoming, InvokeReply, Outgoing, TurnReply
 from bot.teams.messages import approval_card, with_banner
+from cards.view import override_warning
 from engine.assembly import Engine
 from engine.config.sections import Person
+from engine.domain.approvers import override_of
 from engine.domain.errors import AlreadyDecided, InvalidRequest, NotFound, SignoffError
 from engine.domain.model import OutboxMessage, TakeoverRequest
 from engine.gate.commands import run_command
@@ -136,9 +138,9 @@ class TeamsHandlers:
             return _error(400, "BadRequest", "the action names no request")
         if verb != "refresh" and verb not in VERBS:
             return _error(400, "BadRequest", f"unknown verb {verb!r}")
-        if verb == "refresh":
-            return await self._current(request_id)
         person = self._person(incoming)
+        if verb == "refresh":  # the one moment a Teams card knows who reads it
+            return await self._current(request_id, viewer=person)
         if person is None:
             return await self._current(
                 request_id,
@@ -181,12 +183,19 @@ class TeamsHandlers:
             return _message(f"Feedback not recorded: {exc.message}")
         return _message("Thanks, your feedback is recorded.")
 
-    async def _current(self, request_id: str, banner: str | None = None) -> InvokeReply:
-        """The request's card as it is now, for the clicker (with ``banner`` on top)."""
+    async def _current(
+        self, request_id: str, banner: str | None = None, *, viewer: Person | None = None
+    ) -> InvokeReply:
+        """The request's card as it is now, for the clicker (with ``banner`` on top); for a
+        ``viewer`` who would decide it as an override (an admin outside its approvers), the
+        banner says so before they click."""
         try:
             request: TakeoverRequest = await self.engine.queries.get_takeover(request_id)
         except NotFound:
             return _message(NO_REQUEST)
+        if banner is None and viewer is not None:
+            who = self.engine.principal_for_person(viewer.name)
+            banner = override_warning(request, override_of(self.engine.config, request, who))
         card = await approval_card(self.engine, request)
         return _card(with_banner(card, banner) if banner else card)
 

@@ -36,7 +36,7 @@ from bot.console.pages import page, redirect, render
 from bot.console.security import CSRF_FIELD
 from bot.replies import Refusal
 from cards.templating import plain_date
-from cards.view import build_view
+from cards.view import build_view, override_warning
 from cards.web.render import render_web_card
 from engine.domain.approvers import override_of
 from engine.domain.errors import SignoffError, Unauthorized
@@ -108,18 +108,9 @@ def situation(
     refusal = ctx.engine.approvals.refusal(request, who)
     if refusal is not None:
         return Situation(403 if link else 200, f"{who.name}: {refusal}.", "bad", False)
-    return Situation(200, _override_note(ctx, request, who), "info", True)
-
-
-def _override_note(ctx: PageContext, request: TakeoverRequest, who: Principal) -> str | None:
-    """What an admin outside the approvers is told before deciding: that it is an override."""
-    kind = override_of(ctx.engine.config, request, who)
-    if kind is None:
-        return None
-    if request.approvals_required > 1:
-        done = f"{len(request.votes)} of {request.approvals_required}"
-        return f"Approving now overrides the quorum ({done}): as an {kind}, you decide alone."
-    return f"You are not among its approvers: deciding now is an {kind} override."
+    # An admin outside the approvers is told, before deciding, that it is an override.
+    warning = override_warning(request, override_of(ctx.engine.config, request, who))
+    return Situation(200, warning, "info", True)
 
 
 async def _viewer(ctx: PageContext, request: web.Request, request_id: str) -> Viewer:

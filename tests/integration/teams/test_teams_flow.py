@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 from teamsharness import (
+    APPROVERS,
     CHANNEL,
     FLOW,
     Teams,
@@ -184,6 +185,13 @@ async def test_refusals_go_to_the_clicker_only_and_change_nothing(teams: Teams):
     _, body = await teams.click("refresh", request_id, as_="stranger", card=card_id)
     assert verbs(body["value"]) == ["grant", "deny", "takeover"]
     assert aad("stranger") not in texts(body["value"])
+    # The refresh knows who reads the card: an admin outside its approvers is told, before
+    # clicking, that deciding is an override; an approver is not.
+    _, body = await teams.click("refresh", request_id, as_="alice", card=card_id)
+    warning = "You are not among its approvers: deciding now is an admin override."
+    assert texts(body["value"]["body"][0]) == warning
+    _, body = await teams.click("refresh", request_id, as_=APPROVERS[0], card=card_id)
+    assert "override" not in texts(body["value"])
 
 
 async def test_expiry_updates_the_card_and_posts_a_notice(teams: Teams):
