@@ -4,6 +4,7 @@ expired link shows. On SQLite and PostgreSQL, through a real server."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -402,3 +403,15 @@ async def test_the_run_starter_cannot_approve_through_the_console(api: Api) -> N
     assert status == 200
     assert "you started this run, so you cannot approve it" in html
     assert 'name="action"' not in html
+
+
+async def test_the_pages_draw_their_icons_with_no_emoji(api: Api) -> None:
+    """Issue 31: without an emoji font, "⏳ Approval needed" showed an empty box."""
+    emoji = re.compile("[\U0001f000-\U0001faff\u2600-\u27bf\u2300-\u23ff\u2b00-\u2bff\ufe0f]")
+    request = await _parked(api)
+    await sign_in(api.client, api.tokens["admin"])
+    for path in (f"/approvals/{request.id}", f"/console/runs/{request.run_id}", "/console"):
+        status, html = await page(api.client, path)
+        assert status == 200 and emoji.findall(html) == [], path
+    _, html = await page(api.client, f"/approvals/{request.id}")
+    assert '<svg class="signoff-card__icon"' in html and "Approval needed</p>" in html

@@ -47,6 +47,7 @@ def assert_valid_teams(card: dict[str, Any]) -> None:
 _ALLOWED_TAGS = {
     "section", "header", "p", "h2", "h3", "dl", "dt", "dd", "strong", "time", "span", "code",
     "pre", "a", "form", "input", "label", "textarea", "button", "div",
+    "svg", "circle", "path",  # the state's icon, drawn rather than an emoji
 }  # fmt: skip
 _VOID = {"input"}
 
