@@ -1,14 +1,11 @@
 """The web pages in a real browser (Debian's Chromium through Playwright): the console's demo run
 followed to ``completed`` on the live timeline, a denial with its reason, an expired link, a
 reused link, a link for the wrong person, a form without its CSRF token, a phone-sized screen,
-and the page without JavaScript. With ``SIGNOFF_WRITE_SCREENSHOT=1`` the approval page is saved
-as ``docs/approval.png`` for the README (CI does not rewrite it)."""
+and the page without JavaScript. The README's screenshot: ``test_web_screenshot.py``."""
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 from typing import Any
 
 from bot.console.demo import start_demo
@@ -20,8 +17,6 @@ from tests.support.clock import ManualClock
 from tests.support.engines import wait_status
 from tests.support.web import base_url, link_path, pending_request
 
-ROOT = Path(__file__).resolve().parents[3]
-SCREENSHOT = ROOT / "docs" / "approval.png"
 TIMEOUT_MS = 15_000
 
 
@@ -165,18 +160,3 @@ async def test_the_approval_page_fits_a_phone_and_works_without_javascript(
 
     await page.locator(".signoff-card__decision", has_text="Approved by").wait_for()
     await wait_status(api.engine, request.run_id, RunStatus.COMPLETED)
-
-
-async def test_the_approval_page_screenshot(api: Api, browser: Any, tmp_path: Path) -> None:
-    """The README's screenshot, taken from the real page; ``SIGNOFF_WRITE_SCREENSHOT=1`` saves
-    it as ``docs/approval.png`` (otherwise it goes to a temporary file and is only checked)."""
-    request = await _parked(api)
-    page = await _page(browser, viewport={"width": 760, "height": 900}, device_scale_factor=1)
-    await page.goto(base_url(api) + link_path(api.client, request, "bob"))
-    await page.get_by_role("button", name="Approve").wait_for()
-    write = os.environ.get("SIGNOFF_WRITE_SCREENSHOT") == "1" and api.engine.db.is_sqlite
-    target = SCREENSHOT if write else tmp_path / "approval.png"
-    target.parent.mkdir(exist_ok=True)
-    await page.screenshot(path=str(target), full_page=True)
-    png = target.read_bytes()
-    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
