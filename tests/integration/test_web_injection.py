@@ -22,6 +22,7 @@ OUR_TAGS = {
     "span", "button", "main", "p", "strong", "section", "h1", "h2", "h3", "dl", "dt", "dd",
     "code", "pre", "time", "ol", "li", "label", "textarea", "table", "thead", "tbody", "tr",
     "th", "td", "div", "select", "option", "ul", "script", "noscript", "progress", "br", "footer",
+    "svg", "circle", "path",  # a card's state icon (cards/templates/web/card.html.j2)
 }  # fmt: skip
 
 
