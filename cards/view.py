@@ -122,6 +122,7 @@ class ApprovalView:
     now: datetime | None  # when the view was built, for "expires in"; None: not shown
     step_outputs: tuple[StepOutput, ...] = ()  # what the approval rests on (details.stepOutputs)
     override: str | None = None  # "admin override": decided_by decided as an admin
+    admins: bool = True  # app.yaml lists admins: one may decide alone (``override_possible``)
 
     @property
     def actions(self) -> tuple[str, ...]:
@@ -166,7 +167,7 @@ class ApprovalView:
         """Whether an admin outside the approvers could still decide the request alone, ahead
         of its quorum (the cards say so: a chat card cannot know who reads it)."""
         pending = self.status is TakeoverStatus.PENDING
-        return pending and self.approvals_required > 1 and bool(self.approvers)
+        return pending and self.admins and self.approvals_required > 1 and bool(self.approvers)
 
     @property
     def expires_in_minutes(self) -> int | None:
@@ -281,8 +282,10 @@ def build_view(
     approval_url: str | None,
     run_url: str | None,
     now: datetime | None = None,
+    admins: bool = True,
 ) -> ApprovalView:
-    """Read a takeover request, its run and its gate/policy details into one view.
+    """Read a takeover request, its run and its gate/policy details into one view. ``admins``:
+    whether ``app.yaml`` lists any admin (none: no card says an admin may decide alone).
 
     ``request.details`` keys: ``args``, ``connector``, ``action``, ``account``,
     ``bindingHash``, ``nodeType``, ``workflow``, ``agent``, ``summary``, ``confidence``
@@ -335,6 +338,7 @@ def build_view(
         now=_utc(now) if now else None,
         step_outputs=_step_outputs(details.get("stepOutputs")),
         override=override_label(request),
+        admins=admins,
     )
 
 

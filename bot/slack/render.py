@@ -55,6 +55,7 @@ class SlackMessages:
             approval_url=approval_url(public_url, request.id),
             run_url=None,
             now=self.engine.clock.now(),
+            admins=bool(self.engine.config.admins),
         )
 
     async def card(self, request_id: str, run: Run | None = None) -> dict[str, Any]:

@@ -49,6 +49,7 @@ async def approval_view(engine: Engine, request: TakeoverRequest) -> ApprovalVie
         approval_url=approval_url(engine.config.server.public_url, request.id),
         run_url=None,
         now=engine.clock.now(),
+        admins=bool(engine.config.admins),
     )
 
 

@@ -41,6 +41,7 @@ def _webhook_sink(engine: Engine, links: ApprovalLinks) -> Sink:
             approval_url=approval_url(public_url, request.id),
             run_url=f"{public_url}/console/runs/{request.run_id}",
             now=engine.clock.now(),
+            admins=bool(engine.config.admins),
         )
         return view_json(view)
 

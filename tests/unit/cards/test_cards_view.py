@@ -262,13 +262,14 @@ def test_chat_cards_say_an_admin_can_override_an_open_quorum() -> None:
     from cards.teams.render import render_teams_card
 
     line = "An admin's approval overrides the quorum: it decides this request alone."
-    for request, shown in (
-        (sample_request("pending"), True),
-        (replace(sample_request("pending"), approvals_required=1), False),
-        (replace(sample_request("pending"), approvers=()), False),
-        (sample_request("released"), False),
+    for request, admins, shown in (
+        (sample_request("pending"), True, True),
+        (sample_request("pending"), False, False),  # app.yaml lists no admin
+        (replace(sample_request("pending"), approvals_required=1), True, False),
+        (replace(sample_request("pending"), approvers=()), True, False),
+        (sample_request("released"), True, False),
     ):
-        view = build_view(request, None, approval_url=None, run_url=None)
+        view = build_view(request, None, approval_url=None, run_url=None, admins=admins)
         assert view.override_possible is shown
         assert (line in json.dumps(render_slack_card(view), ensure_ascii=False)) is shown
         assert (line in json.dumps(render_teams_card(view), ensure_ascii=False)) is shown
