@@ -101,7 +101,7 @@ def test_root_app_yaml_reads_its_variables() -> None:
 def test_an_empty_file_is_all_defaults() -> None:
     config = parse("")
     assert config.server.public_url == "http://127.0.0.1:8080"
-    assert (config.server.workers, config.server.lease_seconds) == (8, 30)
+    assert (config.server.workers, config.server.lease_seconds) == (64, 30)
     assert config.server.poll_seconds == 2.0
     assert config.approvals.ttl_seconds == 86400
     assert config.policy.default_mode is PolicyMode.ALLOW_ALL
