@@ -255,3 +255,35 @@ async def test_a_short_flat_body_is_checked_on_the_loop_a_workflow_in_a_thread(
     stored = {"name": "w", "nodes": [{"id": "a", "type": "approval", "channels": ["web"]}]}
     status, _ = await api.call("POST", "/v1/workflows", as_="admin", json=stored)
     assert status in (200, 201) and checked_in_threads == ["_problems"]
+
+
+async def test_a_short_body_that_passed_is_not_checked_again(
+    api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same bytes pass the same flat schema: a decision's ``{"release": true}`` is checked
+    once. A body that failed is checked every time, and refused every time."""
+    from bot.api import bodies
+
+    checked: list[dict[str, Any]] = []
+    real = bodies._problems
+
+    def counted(validator: Any, body: dict[str, Any]) -> Any:
+        checked.append(body)
+        return real(validator, body)
+
+    monkeypatch.setattr(bodies, "_problems", counted)
+    monkeypatch.setattr(bodies, "_PASSED", {})
+    start = b'{"workflow": "refund-demo", "input": {"order": "o-1"}}'
+    for _ in range(3):
+        assert (await post_raw(api, "/v1/runs", start))[0] == 201
+    assert len(checked) == 1
+    wrong = b'{"workflow": "refund-demo", "input": {}, "extra": 1}'
+    for _ in range(2):
+        status, body = await post_raw(api, "/v1/runs", wrong)
+        assert status == 400 and "extra" in body["message"], body
+    assert len(checked) == 3
+    monkeypatch.setattr(bodies, "_PASSED_SIZE", 2)
+    for order in ("o-2", "o-3", "o-4"):  # the first of them goes out
+        raw = b'{"workflow": "refund-demo", "input": {"order": "%s"}}' % order.encode()
+        assert (await post_raw(api, "/v1/runs", raw))[0] == 201
+    assert len(bodies._PASSED) == 2 and len(checked) == 6
