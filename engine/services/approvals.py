@@ -220,7 +220,7 @@ class Approvals:
     # -- handing the run back ------------------------------------------------------------------
     # A decision that puts a parked run back to work claims it for a free worker slot of this
     # process in the same transaction (``Workers.offer_soon``: with all busy, the first to free
-    # within 0.1 s): the run resumes here at once, with no queue round trip. Without a slot
+    # within 1 s): the run resumes here at once, with no queue round trip. Without a slot
     # it is queued and the workers are woken. A decision through a link is not offered one
     # (it never was): the link's use is its transaction's, and the store's ``with_link_use``
     # does not take back a claim whose commit failed, as its ``grant`` and friends do.

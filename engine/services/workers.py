@@ -30,7 +30,11 @@ from engine.services.timers import wait_or_timeout
 log = logging.getLogger(__name__)
 
 _RENEW_AGAIN_SECONDS = 0.05  # after a failed renewal of the leases
-OFFER_WAIT_SECONDS = 0.1  # the longest a decision waits for a slot (``Workers.offer_soon``)
+# The longest a decision waits for a slot (``Workers.offer_soon``). At 0.1 s, a burst of 64
+# decisions in flight on 64 slots queued some runs, and queued runs waited behind the claims:
+# the burst's p99 release-to-act was 1.2-1.7 s; at 1 s it was 130-160 ms, at the same rate
+# (bench/peers.py signoff-http, 4,000 runs). A slot frees every few milliseconds under load.
+OFFER_WAIT_SECONDS = 1.0
 
 
 class Workers:
