@@ -26,8 +26,9 @@ The systems:
 - signoff-http: a real ``signoff serve`` process on its own SQLite file, with the ``server:``
   defaults of ``engine/config`` (workers, lease, poll), driven through the REST API with 64
   requests in flight: ``POST /v1/runs`` to start, ``POST /v1/runs/{id}/takeover/{tkId}/grant``
-  with ``{"release": true}`` to decide. ``act`` is a python connector (``note_act``) that appends
-  ``run-id time`` to a file this driver tails; ``perf_counter`` is CLOCK_MONOTONIC on Linux,
+  with ``{"release": true}`` to decide. ``act`` is a python connector (``note_act``) that writes
+  ``run-id time`` to a pipe whose lines wake this driver's loop (it never polls: a polling
+  driver took CPU from the server it measured); ``perf_counter`` is CLOCK_MONOTONIC on Linux,
   one clock for both processes.
 - signoff: the engine in process, as ``bench/park_resume.py`` drives it (SQLite file, 32
   workers); ``act`` is its ``ActClock`` connector, which notes when it is called.
@@ -390,24 +391,41 @@ class SignoffArm(LoopArm):
         await self.engine.stop()
 
 
-class ActLog:
-    """Tails the file ``note_act`` appends to: run id -> when its act step was called."""
+class ActPipe:
+    """The pipe ``note_act`` writes to: run id -> when its act step was called. The driver's
+    loop is woken by each line (no polling: a driver that polled would take CPU from the
+    server it measures, as a LangGraph caller waiting on ``ainvoke`` takes none). The driver
+    holds the pipe open for writing too, so that it never reads an end of file."""
 
-    def __init__(self, path: Path) -> None:
-        path.touch()
-        self.file = path.open()
-        self.partial = ""
+    def __init__(self, path: Path, loop: asyncio.AbstractEventLoop) -> None:
+        os.mkfifo(path)
+        self.fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        self.keep = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        self.partial = b""
         self.at: dict[str, float] = {}
+        self.waiting: dict[str, asyncio.Event] = {}
+        self.loop = loop
+        loop.call_soon_threadsafe(loop.add_reader, self.fd, self.drain)
 
-    def read(self) -> dict[str, float]:
-        chunk = self.file.read()
-        if chunk:
-            lines = (self.partial + chunk).split("\n")
+    def drain(self) -> None:
+        """On the loop: read every line written so far, and wake whoever waits for one."""
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 16)
+            except BlockingIOError:
+                return
+            lines = (self.partial + chunk).split(b"\n")
             self.partial = lines.pop()
             for line in lines:
-                run_id, at = line.split()
+                run_id, at = line.decode().split()
                 self.at.setdefault(run_id, float(at))
-        return self.at
+                if run_id in self.waiting:
+                    self.waiting.pop(run_id).set()
+
+    def close(self) -> None:
+        self.loop.remove_reader(self.fd)
+        os.close(self.fd)
+        os.close(self.keep)
 
 
 def process_footprint(pid: int) -> Footprint:
@@ -428,7 +446,7 @@ class SignoffHttpArm(SignoffArm):
     def setup(self) -> None:
         act_log = self.dir / f"{self.name}.acts"
         os.environ[ACT_LOG_ENV] = str(act_log)  # the server inherits it
-        self.acts = ActLog(act_log)
+        self.acts = ActPipe(act_log, self.loop)
         files = self.dir / f"{self.name}-server"
         files.mkdir(exist_ok=True)
         self.cluster = Cluster(files, self.url, PEOPLE + HTTP_WORKFLOW, server=HTTP_SERVER)
@@ -465,7 +483,21 @@ class SignoffHttpArm(SignoffArm):
         await self.post(path, "ann", {"release": True})
 
     def acted(self) -> Mapping[str, float]:
-        return self.acts.read()
+        return self.acts.at
+
+    def one_by_one(self, keys: list[str]) -> list[float]:
+        async def release_each() -> list[float]:
+            latencies = []
+            for key in keys:
+                acted = self.acts.waiting[key] = asyncio.Event()
+                released = time.perf_counter()
+                await self.release_one(key)
+                if key not in self.acts.at:
+                    await acted.wait()  # woken by the pipe, as the line arrives
+                latencies.append((self.acts.at[key] - released) * 1000)
+            return latencies
+
+        return self.run(release_each())
 
     def footprint(self) -> Footprint:
         server = self.cluster.servers[0].proc
@@ -484,6 +516,7 @@ class SignoffHttpArm(SignoffArm):
         await self.http.close()
         await self.database.dispose()
         await self.cluster.close()
+        self.acts.close()
 
 
 # -- LangGraph ----------------------------------------------------------------------------------
