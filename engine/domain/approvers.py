@@ -7,7 +7,7 @@ Every front end (REST API, web console, Slack, Teams, the CLI) asks here; none d
   Slack or Teams identity, a sign-in link. ``acting_role`` is that rule, for every front end:
   a token's person decides, checked on every request (an admin token whose person was removed
   from ``admins:`` acts as an approver from its next request on); an admin token naming no
-  person keeps its role; an agent token stays an agent's, whoever it names. ``signoff token
+  person acts as an approver; an agent token stays an agent's, whoever it names. ``signoff token
   create --role admin`` refuses a person who is not listed (``admin_token_problem``).
 - **The acting agent** of a run or held call is the calling token's own name. A body ``agent``
   may only narrow it: it must be the token's name or a sub-name ``<token name>/<sub>`` (one
