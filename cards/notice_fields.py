@@ -19,6 +19,7 @@ from cards.notices import Mention, NoticeKind
 from cards.text import agent_text
 from cards.view import ApprovalView, decider_text
 from engine.domain.model import TakeoverRequest, TakeoverStatus
+from engine.domain.quorum import toward_quorum
 
 # People (names from ``people:``) as one channel mentions them; it may leave some out.
 Mentions = Callable[[Iterable[str]], list[Mention]]
@@ -123,8 +124,8 @@ def decision_fields(
     """Who did what to ``request`` in the decision that queued this notice, from its record."""
     status, votes, taken_over = queued_decision(request, payload)
     required = request.approvals_required
-    if view.overridden and status in (TakeoverStatus.GRANTED, TakeoverStatus.RELEASED):
-        votes -= 1  # the overriding admin's own grant counts toward no quorum
+    if status in (TakeoverStatus.GRANTED, TakeoverStatus.RELEASED):
+        votes = toward_quorum(votes, view.overridden)
     quorum = f"{min(votes, required)} of {required} approvals" if required > 1 else None
     actor, verb, at, notes = request.decided_by, "grant", request.decided_at, request.notes
     if status is TakeoverStatus.PENDING and 0 < votes <= len(request.votes):

@@ -33,6 +33,13 @@ def grant_decides(approvals: int, required: int, override: bool) -> bool:
     return quorum_met(approvals, required) or override
 
 
+def toward_quorum(approvals: int, override: bool) -> int:
+    """The grants counted toward the quorum of a request granted with ``approvals`` votes:
+    an overriding admin's own grant is no approver's ("1 of 2, decided by alice's admin
+    override", not a full "2 of 2")."""
+    return approvals - 1 if override else approvals
+
+
 def forced_by_override(approvals: int, required: int, override: bool) -> bool:
     """Whether an override decides a request its quorum has not (the count alone would leave
     it pending)."""

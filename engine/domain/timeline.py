@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from engine.domain.model import JournalEntry, JournalEvent, RunStatus
+from engine.domain.quorum import toward_quorum
 from engine.domain.verdicts import GateVerdict
 
 RUN_ENDS = {
@@ -197,8 +198,7 @@ class TimelineReader:
             label = f"Granted by {by}{quorum}" if by else "Granted"
             override = _text(d.get("override"))
             if by and override and isinstance(approvals, int) and isinstance(required, int):
-                # The admin's own grant is no approver's: "1 of 2", not a full "2 of 2".
-                counted = f"{approvals - 1} of {required}, decided by"
+                counted = f"{toward_quorum(approvals, True)} of {required}, decided by"
                 label = f"Granted: {counted} {by}'s {override} override"
             return make(label, tone, actor=by, detail=notes, duration_seconds=waited)
         if e.event == JournalEvent.TAKEOVER_DENIED:
