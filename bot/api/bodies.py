@@ -12,7 +12,8 @@ from bot.api.routing import route_of
 from engine.domain.errors import InvalidRequest
 from engine.domain.json_input import parse_json
 
-_VALIDATORS: dict[int, Draft202012Validator] = {}
+# Per route schema: its validator, and whether the schema is flat (``_flat``).
+_CHECKERS: dict[int, tuple[Draft202012Validator, bool]] = {}
 _LONG = 64 * 1024  # bytes of JSON read in a thread rather than on the event loop
 # Bytes of JSON checked on the event loop against a flat schema (``_flat``): such a body is
 # checked in tens of microseconds, and the hop to a thread cost more than the check (8% of
@@ -20,7 +21,6 @@ _LONG = 64 * 1024  # bytes of JSON read in a thread rather than on the event loo
 # and any body for a schema of nested objects (a stored workflow: 6 ms for 3 KiB), are
 # checked in a thread.
 _SHORT = 4 * 1024
-_FLAT: dict[int, bool] = {}
 # Short bodies a flat schema passed, by schema and bytes (the same bytes pass the same schema
 # again): a decision's body is most often the same few bytes, ``{"release": true}``, and
 # jsonschema took 8% of the server's CPU under a burst of 64 decisions in flight. Oldest out.
@@ -44,15 +44,16 @@ async def read_body(request: web.Request) -> dict[str, Any]:
         raise InvalidRequest("the body must be a JSON object")
     route = route_of(request)
     if route is not None and route.body is not None:
-        validator = _VALIDATORS.get(id(route.body))
-        if validator is None:
-            validator = _VALIDATORS[id(route.body)] = Draft202012Validator(route.body)
-        # Off the event loop unless short: a stored workflow's schema is checked node by node
-        # in Python (up to a second for the largest body the schema allows), and /healthz
-        # must not wait.
-        flat = _FLAT.get(id(route.body))
-        if flat is None:
-            flat = _FLAT[id(route.body)] = _flat(route.body)
+        checker = _CHECKERS.get(id(route.body))
+        if checker is None:
+            checker = _CHECKERS[id(route.body)] = (
+                Draft202012Validator(route.body),
+                _flat(route.body),
+            )
+        validator, flat = checker
+        # Off the event loop unless short and flat: a stored workflow's schema is checked node
+        # by node in Python (up to a second for the largest body the schema allows), and
+        # /healthz must not wait.
         if flat and len(raw) <= _SHORT:
             problems = [] if (id(route.body), raw) in _PASSED else _problems(validator, body)
             if not problems:
