@@ -31,7 +31,7 @@ from slack_sdk.errors import SlackApiError
 
 from bot.api.views import approval_url
 from bot.replies import UNAVAILABLE, Refusal, decide, refusal, sentence
-from bot.slack.api import SlackApi, error_code
+from bot.slack.api import SlackApi, error_code, http_status
 from bot.slack.background import Background
 from cards.text import Flavor, escape_mrkdwn, truncate
 from engine.assembly import Engine
@@ -156,32 +156,47 @@ class Interactions:
                     reply = self._already(request.status.value, request.decided_by)
         await ack()
         if reply is None and request is not None:
-            self.background.spawn(self._open_modal(click, request), "deny-modal")
+            self.background.spawn(
+                self._open_modal(click, request),
+                "deny-modal",
+                on_failure=lambda _: self._tell(
+                    click, self._not_opened(request.id, "something went wrong in Signoff")
+                ),
+            )
         self._tell(click, reply)
 
     async def _open_modal(self, click: Click, request: TakeoverRequest) -> None:
-        """``views.open`` of the reason dialog. When Slack refuses it (the trigger expired, a
-        view limit) the clicker is told so, with the approval page to deny from instead: a
-        silent failure would leave them looking at nothing while the request stays pending."""
+        """``views.open`` of the reason dialog. When Slack does not open it (the trigger
+        expired, a view limit, an outage answering 5xx in HTML) the clicker is told so, with
+        the approval page to deny from instead: a silent failure would leave them looking at
+        nothing while the request stays pending. Anything else that breaks here is told too,
+        by ``Background`` (``on_failure``)."""
         try:
             if not click.trigger_id:
                 raise ValueError("the click carried no trigger_id")
             await self.api.open_view(click.trigger_id, deny_modal(request))
             return
         except SlackApiError as exc:
-            code = error_code(exc)
-        except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
-            code = type(exc).__name__
-        log.warning("the deny dialog for %s did not open: %s", request.id, code)
-        page = approval_url(self.engine.config.server.public_url, request.id)
-        if code in ("expired_trigger_id", "exchanged_trigger_id"):
-            why = "Slack did not open the deny dialog in time"
-        else:
-            why = f"Slack refused to open the deny dialog ({code})"
-        self._tell(
-            click,
-            f"{why}, so nothing changed. Click Deny again, or deny on the approval page: "
-            f"<{escape_mrkdwn(page)}|open it>.",
+            log.warning(
+                "the deny dialog for %s did not open: HTTP %s %s",
+                request.id,
+                http_status(exc),
+                error_code(exc),
+            )
+            why = _why_not_opened(exc)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            log.warning("the deny dialog for %s did not open: %r", request.id, exc)
+            why = "Slack did not answer"
+        except ValueError:
+            log.warning("the deny dialog for %s did not open: no trigger_id", request.id)
+            why = "the click carried no dialog trigger"
+        self._tell(click, self._not_opened(request.id, why))
+
+    def _not_opened(self, request_id: str, why: str) -> str:
+        page = approval_url(self.engine.config.server.public_url, request_id)
+        return (
+            f"Slack didn't open the Deny dialog ({why}). Nothing was decided — try Deny "
+            f"again, or deny on the approval page: <{escape_mrkdwn(page)}|open it>."
         )
 
     async def deny_submitted(
@@ -310,6 +325,21 @@ def deny_modal(request: TakeoverRequest) -> dict[str, Any]:
             },
         ],
     }
+
+
+def _why_not_opened(exc: SlackApiError) -> str:
+    """Why Slack did not open a dialog, in the clicker's words (Slack's code only when it is
+    Slack's own refusal)."""
+    status, code = http_status(exc), error_code(exc)
+    if code in ("expired_trigger_id", "exchanged_trigger_id"):
+        return "the click reached it too late"
+    if status == 429 or code == "ratelimited":
+        return "it is busy and asked us to slow down"
+    if status is not None and status >= 500:
+        return "it answered with a server error"
+    if code == "unknown_error":
+        return f"it answered with an error, HTTP {status or '?'}"
+    return f"it refused it: {code}"
 
 
 def _sentence(message: str) -> str:

@@ -41,14 +41,26 @@ PAGE_SIZE = 200
 TIMEOUT_SECONDS = 10
 
 
+def _answer(exc: SlackApiError) -> Mapping[str, Any]:
+    """Slack's JSON answer inside ``exc``, or ``{}`` when there was none: a proxy or an outage
+    in front of Slack answers 5xx with plain text or HTML, which the SDK keeps as a ``str``
+    (or, for a body that claims to be JSON and is not, leaves the aiohttp response in place)."""
+    data = getattr(exc.response, "data", exc.response)
+    return data if isinstance(data, Mapping) else {}
+
+
+def http_status(exc: SlackApiError) -> int | None:
+    """The HTTP status of the answer behind ``exc`` (``None`` when unknown)."""
+    response = exc.response
+    status = getattr(response, "status_code", None) or getattr(response, "status", None)
+    return status if isinstance(status, int) else None
+
+
 def retry_after_seconds(exc: SlackApiError) -> float | None:
     """The ``Retry-After`` of a rate-limited answer (HTTP 429 or ``error: ratelimited``)."""
-    response = exc.response
-    status = getattr(response, "status_code", None)
-    error = response.get("error") if hasattr(response, "get") else None
-    if status != 429 and error != "ratelimited":
+    if http_status(exc) != 429 and _answer(exc).get("error") != "ratelimited":
         return None
-    headers: Mapping[str, Any] = getattr(response, "headers", None) or {}
+    headers: Mapping[str, Any] = getattr(exc.response, "headers", None) or {}
     raw = next((v for k, v in headers.items() if k.lower() == "retry-after"), None)
     if isinstance(raw, list):
         raw = raw[0] if raw else None
@@ -59,10 +71,9 @@ def retry_after_seconds(exc: SlackApiError) -> float | None:
 
 
 def error_code(exc: SlackApiError) -> str:
-    """Slack's ``error`` string (``channel_not_found``, ``invalid_blocks`` ...)."""
-    response = exc.response
-    value = response.get("error") if hasattr(response, "get") else None
-    return str(value or "unknown_error")
+    """Slack's ``error`` string (``channel_not_found``, ``invalid_blocks`` ...), or
+    ``unknown_error`` when the answer was not Slack's JSON."""
+    return str(_answer(exc).get("error") or "unknown_error")
 
 
 class SlackApi:

@@ -14,6 +14,8 @@ It answers the methods Signoff calls (``chat.postMessage``, ``chat.update``,
 * a ``trigger_id`` this fake did not issue (``trigger()``): ``invalid_trigger_id``; one used
   before: ``exchanged_trigger_id``; one older than 3 s on the fake's clock (loop time plus
   ``advance()``, so tests need no sleeps): ``expired_trigger_id``;
+* a method told to ``answer_next(method, status, body)``: that raw answer once (an HTTP 5xx
+  with an HTML or plain-text body, as a load balancer in front of Slack sends one);
 * a ``response_url`` answer without text or blocks: HTTP 400 ``no_text``; one that is used
   more than 5 times: HTTP 404 ``used_url``;
 * a channel in ``missing_channels``: ``channel_not_found``; ``chat.update`` of an unknown
@@ -125,6 +127,7 @@ class FakeSlack:
         self._ts = itertools.count(1)
         self._ts_base = int(time.time())
         self._scripted: dict[str, deque[tuple[int, str]]] = defaultdict(deque)
+        self._raw: dict[str, deque[tuple[int, str, str]]] = defaultdict(deque)
         self._offset = 0.0  # seconds the fake's clock is ahead of the loop's (``advance``)
         self._triggers: dict[str, float] = {}  # trigger_id -> when issued (fake clock)
         self._exchanged: set[str] = set()
@@ -161,6 +164,13 @@ class FakeSlack:
     def fail_next(self, method: str, error: str, status: int = 200) -> None:
         """The next call of ``method`` answers ``{ok: false, error}`` with HTTP ``status``."""
         self._scripted[method].append((status, error))
+
+    def answer_next(
+        self, method: str, status: int, body: str, content_type: str = "text/plain"
+    ) -> None:
+        """The next call of ``method`` answers HTTP ``status`` with ``body`` as it is (not
+        Slack's JSON): what a proxy or an outage in front of Slack answers."""
+        self._raw[method].append((status, body, content_type))
 
     async def __aenter__(self) -> FakeSlack:
         app = web.Application()
@@ -233,6 +243,11 @@ class FakeSlack:
         self.calls.append(call)
         if request.headers.get("Authorization") != f"Bearer {self.token}":
             return self._error(call, "invalid_auth")
+        if self._raw[method]:
+            status, text, content_type = self._raw[method].popleft()
+            call.status, call.error = status, f"HTTP {status}"
+            self.refused.append((method, call.error, []))
+            return web.Response(status=status, text=text, content_type=content_type)
         if self._scripted[method]:
             status, error = self._scripted[method].popleft()
             return self._error(call, error, status)

@@ -110,7 +110,10 @@ async def test_a_deny_dialog_slack_did_not_open_is_told_to_the_clicker(
         status, _ = await h.send_signed(body)
         assert status == 200
         told = await h.wait_told(key)
-        assert told.startswith("Slack did not open the deny dialog in time, so nothing changed")
+        assert told.startswith(
+            "Slack didn't open the Deny dialog (the click reached it too late). "
+            "Nothing was decided — try Deny again"
+        ), told
         assert "http://signoff.test/approvals/" + request_id in told
         assert h.slack.views == []
         assert (await h.engine.store.get_takeover(request_id)).status == TakeoverStatus.PENDING
@@ -119,7 +122,9 @@ async def test_a_deny_dialog_slack_did_not_open_is_told_to_the_clicker(
         h.slack.fail_next("views.open", "invalid_arguments")
         status, key = await h.click(USERS["bob"], "signoff_deny", request_id)
         told = await h.wait_told(key)
-        assert told.startswith("Slack refused to open the deny dialog (invalid_arguments)"), told
+        assert told.startswith(
+            "Slack didn't open the Deny dialog (it refused it: invalid_arguments)."
+        ), told
 
         # In time, the dialog opens; the fake accepts it (max_length 3000, not 4000).
         status, key = await h.click(USERS["bob"], "signoff_deny", request_id)
@@ -131,3 +136,40 @@ async def test_a_deny_dialog_slack_did_not_open_is_told_to_the_clicker(
         (modal,) = h.slack.views
         assert modal["blocks"][1]["element"]["max_length"] == 3000
         assert h.told(key) == []
+
+
+async def test_a_server_error_from_views_open_is_told_and_the_request_stays_decidable(
+    migrated_db_url: str,
+) -> None:
+    async with running_slack(migrated_db_url, FLOWS) as h:
+        run_id, request_id = await pending_request(h)
+        await wait_status(h.engine, run_id, RunStatus.WAITING)
+
+        # An outage in front of Slack answers 5xx with a body that is not Slack's JSON.
+        h.slack.answer_next("views.open", 503, "upstream connect error", "text/plain")
+        h.slack.answer_next("views.open", 502, "<html><h1>502 Bad Gateway</h1></html>", "text/html")
+        h.slack.answer_next("views.open", 500, '{"ok": false, "err', "application/json")
+        for _ in range(3):
+            status, key = await h.click(USERS["bob"], "signoff_deny", request_id)
+            assert status == 200
+            told = await h.wait_told(key)
+            assert told.startswith(
+                "Slack didn't open the Deny dialog (it answered with a server error). "
+                "Nothing was decided"
+            ), told
+            assert "try Deny again" in told
+        assert [c.status for c in h.slack.calls_of("views.open")] == [503, 502, 500]
+        assert h.slack.views == []
+        assert (await h.engine.store.get_takeover(request_id)).status == TakeoverStatus.PENDING
+
+        # Slack is back: Deny opens the dialog, and its submission denies.
+        status, key = await h.click(USERS["bob"], "signoff_deny", request_id)
+
+        async def opened() -> bool:
+            return bool(h.slack.views)
+
+        await wait_for(opened)
+        status, answer = await h.submit_deny(USERS["bob"], request_id, "not this one")
+        assert status == 200, answer
+        request = await h.engine.store.get_takeover(request_id)
+        assert request.status == TakeoverStatus.DENIED and request.decided_by == "bob"
