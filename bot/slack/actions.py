@@ -33,7 +33,7 @@ from bot.api.views import approval_url
 from bot.replies import UNAVAILABLE, Refusal, decide, refusal, sentence
 from bot.slack.api import SlackApi, error_code, http_status
 from bot.slack.background import Background
-from cards.text import Flavor, escape_mrkdwn, truncate
+from cards.text import Flavor, agent_text, escape_mrkdwn, truncate
 from engine.assembly import Engine
 from engine.domain.errors import (
     AlreadyDecided,
@@ -305,7 +305,8 @@ def deny_modal(request: TakeoverRequest) -> dict[str, Any]:
                 "text": {
                     "type": "mrkdwn",
                     "verbatim": True,
-                    "text": truncate(request.reason or request.id, 2900, Flavor.MRKDWN),
+                    # One line, quoted if it reads like a status line: as the card shows it.
+                    "text": truncate(agent_text(request.reason or request.id), 2900, Flavor.MRKDWN),
                 },
             },
             {

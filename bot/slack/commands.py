@@ -23,7 +23,7 @@ from bot.api.views import approval_url
 from bot.slack.api import SlackApi
 from bot.slack.background import Background
 from cards.templating import plain_date
-from cards.text import Flavor, escape_mrkdwn, truncate
+from cards.text import Flavor, agent_text, escape_mrkdwn, truncate
 from engine.assembly import Engine
 from engine.domain.errors import SignoffError
 from engine.domain.model import Principal, TakeoverRequest, TakeoverStatus
@@ -123,7 +123,8 @@ class Commands:
         links = await asyncio.gather(*(self._link(r) for r in shown))
         lines = [f"*Waiting for your decision ({len(mine)}):*"]
         for request, link in zip(shown, links, strict=True):
-            title = truncate(request.reason or request.id, 150, Flavor.MRKDWN)
+            # Agent text on one line (as the card shows it): it cannot draw a status line here.
+            title = truncate(agent_text(request.reason or request.id), 150, Flavor.MRKDWN)
             expires = (
                 f"<!date^{int(request.expires_at.timestamp())}^{{date_short_pretty}} at {{time}}"
                 f"|{plain_date(request.expires_at)}>"
