@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import socket
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from engine.adapters.store import Database, SqlStore
 from engine.adapters.store.dbclock import DatabaseClock
 from engine.adapters.store.listen import PgListener
 from engine.config import AppConfig
+from engine.config.reloading import LIVE_SECTIONS
 from engine.domain import notify
 from engine.domain.call_workflow import held_call_connectors
 from engine.domain.model import Node, NodeType, Principal, Run
@@ -283,6 +285,29 @@ class Engine:
         if created and offer is None:
             self.workers.wake()  # a new run queues no chat message
         return run, created
+
+    def reload(self, config: AppConfig) -> None:
+        """Run with ``config`` from now on: ``engine.config.reloading.plan_reload``'s, which
+        differs from the running one in ``LIVE_SECTIONS`` only (people, groups, admins,
+        approvers). Every holder of the old one is handed the new one here, in one step of the
+        event loop, so no request sees the two mixed; cached tokens are read again."""
+        changed = [
+            f.name
+            for f in dataclasses.fields(config)
+            if getattr(config, f.name) is not getattr(self.config, f.name)
+        ]
+        if any(name not in LIVE_SECTIONS for name in changed):
+            raise ValueError(f"only {', '.join(LIVE_SECTIONS)} change while serving: {changed}")
+        self.config = config
+        self.approvals.config = config
+        self.calls.config = config
+        self.runs.people = config
+        self.stored_workflows.config = config
+        services = self.interpreter.s
+        services.expand_people = config.expand_people
+        services.default_approvers = config.approvers
+        self.workflows.check_stored = config.stored_tool_problems  # tools: as they were
+        self.tokens.forget()
 
     def principal_for_person(self, person: str) -> Principal:
         """A person from ``people:`` acting in chat or on the web page (``Runs``'s rule;

@@ -48,7 +48,7 @@ def install(app: web.Application, engine: Engine) -> None:
         engine.tokens,
         engine.clock,
         secure=server.public_url.startswith("https://"),
-        config=engine.config,
+        config=lambda: engine.config,  # the people in force now (``Engine.reload``)
     )
     ctx = PageContext(engine, links, sessions)
     app[PAGES] = ctx

@@ -17,6 +17,7 @@ import base64
 import binascii
 import json
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -49,9 +50,15 @@ class Session:
 
 class Sessions:
     def __init__(
-        self, signer: Signer, tokens: Tokens, clock: Clock, *, secure: bool, config: AppConfig
+        self,
+        signer: Signer,
+        tokens: Tokens,
+        clock: Clock,
+        *,
+        secure: bool,
+        config: Callable[[], AppConfig],
     ) -> None:
-        self.config = config  # who is an admin (``engine.domain.approvers``)
+        self.config = config  # who is an admin now (``engine.domain.approvers``)
         self.signer = signer
         self.tokens = tokens
         self.clock = clock
@@ -103,7 +110,7 @@ class Sessions:
             return None
         if token.role not in CONSOLE_ROLES:
             return None
-        who = token_principal(self.config, token)  # acting_role: admins: decides
+        who = token_principal(self.config(), token)  # acting_role: admins: decides
         request[_PRINCIPAL] = who
         return who
 

@@ -39,9 +39,9 @@ from engine.domain.errors import ConfigError
 from engine.domain.model import NodeType, Workflow
 from engine.domain.proxies import ProxySettings
 
-__all__ = ["load_config", "parse_config"]
+__all__ = ["TOP_KEYS", "load_config", "parse_config", "parse_data"]
 
-_TOP_KEYS = (
+TOP_KEYS = (
     "database",
     "server",
     "people",
@@ -76,8 +76,17 @@ def parse_config(raw_text: str, env: Mapping[str, str], source_name: str = "app.
     """Validate YAML text; ``parse_config("", {})`` is the all-defaults configuration."""
     problems: list[str] = []
     data = load_yaml(raw_text, source_name, problems)
+    return parse_data(data, env, source_name, problems)
+
+
+def parse_data(
+    data: Any, env: Mapping[str, str], source_name: str, problems: list[str] | None = None
+) -> AppConfig:
+    """``parse_config`` of YAML already read (``problems``: those found reading it), for a
+    reload that puts together the sections of two files (``engine.config.reloading``)."""
+    problems = [] if problems is None else problems
     data = substitute(data, env, "", problems)
-    root = Section(data, "", problems, _TOP_KEYS)
+    root = Section(data, "", problems, TOP_KEYS)
     raw = root.data
 
     people = parse_people(raw.get("people"), "people", problems, _PERSON_NAME_RE, PERSON_IDS)

@@ -35,7 +35,7 @@ class Runs:
     """The runs' use cases the front ends call."""
 
     def __init__(self, people: Roster, workflows: WorkflowLookup, create: RunCreator) -> None:
-        self._people = people  # the configuration's people, admins and groups
+        self.people = people  # the configuration's people, admins and groups
         self._workflows = workflows
         self._create = create
 
@@ -61,4 +61,4 @@ class Runs:
 
     def principal_for_person(self, person: str) -> Principal:
         """A person from ``people:`` acting in chat or on the web page."""
-        return person_principal(self._people, person)
+        return person_principal(self.people, person)

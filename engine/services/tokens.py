@@ -50,7 +50,8 @@ class Tokens:
         self._keep = timedelta(seconds=CACHE_SECONDS)
         self._changes = 0  # tokens changed through this process: a read begun before is not kept
 
-    def _forget(self) -> None:
+    def forget(self) -> None:
+        """Read every token again (tokens changed, or the people they name were reloaded)."""
         self._found.clear()
         self._changes += 1
 
@@ -67,7 +68,7 @@ class Tokens:
         try:
             return await self._store.put_token(name, role, person, token_hash, now)
         finally:
-            self._forget()
+            self.forget()
 
     async def all(self) -> list[ApiToken]:
         return await self._store.list_tokens()
@@ -76,7 +77,7 @@ class Tokens:
         try:
             await self._store.revoke_token(name, now)
         finally:
-            self._forget()
+            self.forget()
 
     async def by_hash(self, token_hash: str) -> ApiToken | None:
         """The active token with this hash (an API request's or a sign-in's); one found in
@@ -105,4 +106,4 @@ class Tokens:
         try:
             return await self._store.rotate_token(name, token_hash, new_hash)
         finally:
-            self._forget()
+            self.forget()

@@ -24,7 +24,7 @@ class StoredWorkflows:
     """Storing and reading the API's workflows."""
 
     def __init__(self, config: AppConfig, store: WorkflowStore, clock: Clock) -> None:
-        self._config = config
+        self.config = config
         self._store = store
         self._clock = clock
 
@@ -37,10 +37,10 @@ class StoredWorkflows:
         ``Conflict`` for a name of ``app.yaml`` (which cannot be replaced); ``ConfigError``
         listing every problem of an invalid one. Its calls may name stored workflows and
         itself."""
-        if name in self._config.workflows:
+        if name in self.config.workflows:
             raise Conflict(f"workflow {name!r} is defined in app.yaml and cannot be replaced")
         definition = {"name": name, "nodes": nodes}
         stored = await self._store.stored_workflows()
-        self._config.validate_workflow(name, definition, "", known_workflows=[*stored, name])
+        self.config.validate_workflow(name, definition, "", known_workflows=[*stored, name])
         created = await self._store.put_workflow(name, definition, by, self._clock.now())
         return definition, created
