@@ -21,6 +21,7 @@ import asyncio
 import logging
 import signal
 import socket
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from aiohttp import web
@@ -104,9 +105,15 @@ class _Runner(web.AppRunner):
 
 
 async def serve(
-    app: web.Application, sock: socket.socket, *, hsts: bool, shutdown_timeout: float
+    app: web.Application,
+    sock: socket.socket,
+    *,
+    hsts: bool,
+    shutdown_timeout: float,
+    on_hangup: Callable[[], Coroutine[Any, Any, object]] | None = None,
 ) -> None:
-    """Serve ``app`` on ``sock`` until SIGINT or SIGTERM, then stop gracefully."""
+    """Serve ``app`` on ``sock`` until SIGINT or SIGTERM, then stop gracefully; each SIGHUP
+    runs ``on_hangup`` (the configuration's reload, ``bot.reload``)."""
     runner = _Runner(
         app,
         hsts=hsts,
@@ -121,6 +128,28 @@ async def serve(
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
+        hangups: set[asyncio.Task[object]] = set()  # kept: the loop holds tasks weakly
+        if on_hangup is not None:
+
+            def hangup() -> None:
+                task = loop.create_task(on_hangup(), name="signoff-reload")
+                hangups.add(task)
+                task.add_done_callback(_finished(hangups))
+
+            loop.add_signal_handler(signal.SIGHUP, hangup)
         await stop.wait()
+        if on_hangup is not None:
+            loop.remove_signal_handler(signal.SIGHUP)
     finally:
         await runner.cleanup()
+
+
+def _finished(tasks: set[asyncio.Task[object]]) -> Callable[[asyncio.Task[object]], None]:
+    """Forget a finished reload task; log it if it failed (a reload reports its own refusals)."""
+
+    def done(task: asyncio.Task[object]) -> None:
+        tasks.discard(task)
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("reload failed", exc_info=exc)
+
+    return done

@@ -1,6 +1,6 @@
-"""The ``signoff`` command: init, serve, migrate, check, token, login-link, cards, the channels'
-commands, demo, one module of this package per command (``cards``: ``cards.cli``; a channel's:
-its package, as ``bot.channels.COMMANDS`` lists them).
+"""The ``signoff`` command: init, serve, reload, migrate, check, token, login-link, cards, the
+channels' commands, demo, one module of this package per command (``cards``: ``cards.cli``; a
+channel's: its package, as ``bot.channels.COMMANDS`` lists them).
 
 Configuration errors exit with status 2 and one line per problem, each naming its YAML path
 (``bot.cli.checks``, shared by every command). This is the top of the program: it alone reads
@@ -22,10 +22,10 @@ import sys
 from collections.abc import Sequence
 
 from bot.channels import COMMANDS as CHANNEL_COMMANDS
-from bot.cli import check, demo, init, login, migrate, serve, tokens
+from bot.cli import check, demo, init, login, migrate, reload, serve, tokens
 
 # The commands in the order ``signoff --help`` lists them.
-_COMMANDS = (init, serve, migrate, check, tokens, login)
+_COMMANDS = (init, serve, reload, migrate, check, tokens, login)
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING, Any
 
 from bot.cli.checks import EXIT_CONFIG, NOT_MIGRATED, add_config, database_state, load
+from bot.cli.reload import add_pid_file, pid_file, remove_pid, write_pid
 
 if TYPE_CHECKING:
     import socket
@@ -26,10 +28,12 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="upgrade the database to the newest schema first (as `signoff migrate` does)",
     )
+    add_pid_file(serve)
     serve.set_defaults(func=cmd_serve)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    text = _read(args.config)  # what SIGHUP (``signoff reload``) compares a new file with
     config = load(args.config)
     host = args.host or config.server.host
     port = args.port or config.server.port
@@ -45,9 +49,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from bot.app import create_app
     from bot.cli.login import local_admin_link
     from bot.hygiene import wants_hsts
+    from bot.keys import ENGINE
+    from bot.reload import Reloader
     from bot.serving import serve
 
     app = create_app(config, _engine_options())
+    reloader = Reloader(app[ENGINE], text, os.environ, args.config)
     print(
         f"signoff serving on http://{host}:{config.server.port} "
         f"(public URL {config.server.public_url})",
@@ -57,9 +64,30 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"sign in to the console (this link works once): {login}", flush=True)
     # On SIGINT/SIGTERM: stop accepting, let in-flight requests finish (shutdown_timeout), then
     # run the cleanup that stops workers at a commit point (bot.serving).
+    # On SIGHUP (``signoff reload``): people:, groups:, admins: and approvers: again.
     hsts = wants_hsts(config.server.public_url)
-    asyncio.run(serve(app, sock, hsts=hsts, shutdown_timeout=15.0))
+    pids = pid_file(args)
+    # A SIGHUP before the loop handles it must not end the server (SIGHUP's default).
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    write_pid(pids)
+    try:
+        asyncio.run(
+            serve(app, sock, hsts=hsts, shutdown_timeout=15.0, on_hangup=reloader.reload_file)
+        )
+    finally:
+        remove_pid(pids)
     return 0
+
+
+def _read(path: str) -> str:
+    from bot.cli.checks import require_config_file
+
+    require_config_file(path)
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except (OSError, UnicodeDecodeError):
+        return ""  # ``load`` says why, in its words
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -1,9 +1,10 @@
 """``signoff serve`` as a process: refusing an unmigrated database, ``--migrate``, health,
-readiness, and a graceful SIGTERM."""
+readiness, a graceful SIGTERM, and SIGHUP (``signoff reload``) applying ``people:``."""
 
 from __future__ import annotations
 
 import asyncio
+import signal
 import sqlite3
 import textwrap
 from collections.abc import AsyncIterator
@@ -213,3 +214,78 @@ async def test_an_explicit_public_url_is_kept_whatever_the_port(
     config = held_call_config(tmp_path, db_url, 9, extra)
     url = await approval_url_served_with_port(config, tmp_path, free_port())
     assert url.startswith("https://signoff.example.com/approvals/"), url
+
+
+def people_config(path: Path, db_url: str, port: int, admins: str, server_extra: str = "") -> None:
+    path.write_text(
+        textwrap.dedent(
+            f"""\
+            database: {{url: '{db_url}'}}
+            server: {{host: 127.0.0.1, port: {port}{server_extra}}}
+            people:
+              alice: {{email: alice@example.com}}
+              carol: {{email: carol@example.com}}
+            admins: {admins}
+            """
+        )
+    )
+
+
+async def test_signoff_reload_and_sighup_apply_people_without_a_restart(
+    tmp_path: Path, db_url: str
+) -> None:
+    port = free_port()
+    config = tmp_path / "app.yaml"
+    log = tmp_path / "server.log"
+    people_config(config, db_url, port, "[alice]")
+    await cli(config, "migrate")
+    server = Server(config, port, log)
+    await server.start()
+    assert (tmp_path / "app.yaml.pid").read_text().strip() == str(server.proc.pid)  # type: ignore[union-attr]
+
+    def logged(text: str) -> bool:
+        return text in log.read_text()
+
+    try:
+        async with aiohttp.ClientSession() as http:
+
+            async def ledger(token: str) -> int:
+                status, _ = await call(http, "GET", server.base + "/v1/ledger", token)
+                return status
+
+            # carol becomes an admin in the file; the server still runs with the old admins.
+            people_config(config, db_url, port, "[alice, carol]")
+            made = await cli(
+                config, "token", "create", "--role", "admin", "--name", "c", "--person", "carol"
+            )
+            carol = made.split()[-1]
+            assert await ledger(carol) == 403
+
+            out = await cli(config, "reload")
+            assert f"asked signoff serve (pid {server.proc.pid}) to reload" in out  # type: ignore[union-attr]
+            assert await within(lambda: logged(f"reload of {config}: applied admins"), 20)
+            assert await ledger(carol) == 200
+
+            # A broken file: `signoff reload` refuses it before signalling, naming the path...
+            people_config(config, db_url, port, "[alice, carol, zed]")
+            code, out, err = await run_cli("reload", "--config", str(config))
+            assert code == 2 and out == "", out + err
+            assert 'config error: admins[2]: unknown person or group "zed"' in err, err
+            # ... and a SIGHUP sent by hand changes nothing and logs why, with the path.
+            server.proc.send_signal(signal.SIGHUP)  # type: ignore[union-attr]
+            assert await within(lambda: logged("refused, nothing changed"), 20), log.read_text()
+            assert logged('config error: admins[2]: unknown person or group "zed"')
+            assert await ledger(carol) == 200
+
+            # A section that cannot change live is reported and kept; the people still apply.
+            people_config(config, db_url, port, "[alice]", ", pollSeconds: 0.5")
+            server.proc.send_signal(signal.SIGHUP)  # type: ignore[union-attr]
+            assert await within(lambda: logged("server changed but needs a restart"), 20)
+            assert await ledger(carol) == 403
+            status, _ = await call(http, "GET", server.base + "/readyz", None)
+            assert status == 200
+    finally:
+        assert await server.stop() == 0, log.read_text()
+    assert not (tmp_path / "app.yaml.pid").exists()
+    code, _, err = await run_cli("reload", "--config", str(config))
+    assert code == 1 and "no signoff serve is running" in err, err
