@@ -3,8 +3,10 @@
 
 The command checks the file first with the loader every command uses (a problem is a
 ``config error:`` line naming its YAML path, exit 2, and the server is not disturbed), then
-sends SIGHUP to the server, found through the pid file ``signoff serve`` writes (``PID_SUFFIX``
-after the config's path, or ``--pid-file``). SIGHUP alone does the same (``kill -HUP <pid>``).
+sends SIGHUP to the server, found through the pid file ``signoff serve`` writes (``--pid-file``;
+by default one per configuration file in ``$XDG_RUNTIME_DIR`` or the temporary directory, named
+after the file's absolute path, so no directory of the config needs to be writable). SIGHUP
+alone does the same (``kill -HUP <pid>``).
 The server reads the file again itself and logs what it applied and which changed sections need
 a restart (``bot.reload``). A signal, not an HTTP endpoint: it needs no credential beyond being
 allowed to signal the process, and nothing on the network can ask for it.
@@ -14,15 +16,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import os
 import signal
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from bot.cli.checks import add_config, load
 
-PID_SUFFIX = ".pid"
 EXIT_NO_SERVER = 1
 
 
@@ -41,17 +44,41 @@ def add_pid_file(parser: argparse.ArgumentParser) -> None:
     ``reload`` take it; several servers on one host with one config need one each)."""
     parser.add_argument(
         "--pid-file",
-        help=f"the server's process id file (default: the config's path + {PID_SUFFIX})",
+        help="the server's process id file (default: one per config file, in "
+        "$XDG_RUNTIME_DIR or the temporary directory)",
     )
 
 
 def pid_file(args: argparse.Namespace) -> Path:
-    return Path(args.pid_file or f"{args.config}{PID_SUFFIX}")
+    """``--pid-file``, or the default one of ``--config``."""
+    return Path(args.pid_file) if args.pid_file else default_pid_file(args.config)
 
 
-def write_pid(path: Path) -> None:
-    """Record this process as the server of its configuration."""
-    path.write_text(f"{os.getpid()}\n", encoding="ascii")
+def default_pid_file(config: str) -> Path:
+    """The pid file of the server of ``config``, named after its absolute path."""
+    key = hashlib.sha256(os.path.abspath(config).encode()).hexdigest()[:16]
+    folder = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
+    return Path(folder) / f"signoff-serve-{key}.pid"
+
+
+def write_pid(path: Path) -> bool:
+    """Record this process as the server of its configuration (a new file, this user's only;
+    never through a link someone else left there). False, with a warning, when it cannot be
+    written: the server runs all the same, and SIGHUP still reloads it."""
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as file:
+            file.write(f"{os.getpid()}\n")
+    except OSError as exc:
+        print(
+            f"warning: cannot write {path} ({exc.strerror or exc}): `signoff reload` will not "
+            f"find this server; send it SIGHUP (pid {os.getpid()}) to reload",
+            file=sys.stderr,
+        )
+        return False
+    return True
 
 
 def remove_pid(path: Path) -> None:

@@ -14,6 +14,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from bot.cli.reload import default_pid_file
 from tests.support.process import Server, call, cli, free_port, run_cli
 from tests.support.waiting import quiet, within
 
@@ -241,7 +242,8 @@ async def test_signoff_reload_and_sighup_apply_people_without_a_restart(
     await cli(config, "migrate")
     server = Server(config, port, log)
     await server.start()
-    assert (tmp_path / "app.yaml.pid").read_text().strip() == str(server.proc.pid)  # type: ignore[union-attr]
+    pids = default_pid_file(str(config))
+    assert pids.read_text().strip() == str(server.proc.pid)  # type: ignore[union-attr]
 
     def logged(text: str) -> bool:
         return text in log.read_text()
@@ -286,6 +288,6 @@ async def test_signoff_reload_and_sighup_apply_people_without_a_restart(
             assert status == 200
     finally:
         assert await server.stop() == 0, log.read_text()
-    assert not (tmp_path / "app.yaml.pid").exists()
+    assert not pids.exists()
     code, _, err = await run_cli("reload", "--config", str(config))
     assert code == 1 and "no signoff serve is running" in err, err
