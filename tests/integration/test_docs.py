@@ -171,6 +171,8 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
         "SIGNOFF_DATABASE_URL": f"sqlite+aiosqlite:///{tmp_path}/signoff.db",
         "SIGNOFF_PORT": str(port),
         "MAILER_URL": f"http://127.0.0.1:{mail_port}",
+        # ``signoff reload`` finds this server through its own pid file, not another test's.
+        "XDG_RUNTIME_DIR": str(tmp_path),
     }
     config = str(ROOT / "app.yaml")
     code, _, err = await run_cli("migrate", "--config", config, env=child_env(**server_env))
@@ -213,6 +215,9 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
             SIGNOFF_AGENT_TOKEN=agent,
             TEAMS_APP_ID="5d2f1e0a-3b4c-4d5e-8f90-a1b2c3d4e5f6",
             PATH=bin_dir + os.pathsep + os.environ.get("PATH", ""),
+            # ``signoff`` is this checkout's CLI, also where the virtualenv was installed from
+            # another checkout (a worktree sharing it).
+            PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p),
         )
         yield Served(env, sent, server.base, out.strip().splitlines()[-1])
     finally:
