@@ -138,8 +138,9 @@ async def serve(
 
             loop.add_signal_handler(signal.SIGHUP, hangup)
         await stop.wait()
-        if on_hangup is not None:
+        if on_hangup is not None:  # no reload while stopping, and no end by SIGHUP either
             loop.remove_signal_handler(signal.SIGHUP)
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
     finally:
         await runner.cleanup()
 
