@@ -74,14 +74,17 @@ def plan_reload(
     spliced.update({k: v for k, v in after.items() if k in LIVE_SECTIONS})
     try:
         fitted = parse_data(spliced, env, source)
+        problems = list(fitted.rule_problems)  # a rule naming someone gone: refused as well
     except ConfigError as exc:
-        keeps = ", ".join(needs_restart) or "the running sections"
+        problems = exc.problems
+    if problems:
+        keeps = ", ".join(needs_restart) or "sections"
         raise ConfigError(
             [
                 f"{problem} (the running {keeps}, which need a restart to change)"
-                for problem in exc.problems
+                for problem in problems
             ]
-        ) from exc
+        )
     config = dataclasses.replace(running, **{f: getattr(fitted, f) for f in LIVE_SECTIONS})
     return Reload(config, spliced, applied, needs_restart)
 
