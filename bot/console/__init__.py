@@ -1,8 +1,9 @@
 """The server's own pages, server-rendered with jinja2 on the API's aiohttp application, and what
 every page shares (the web channel's approval page, ``bot.web``, among them):
 
-* ``/console``: the operator console, queue, runs and live run timelines (``console``,
-  ``events``), behind an API-token sign-in (``login``, ``security``);
+* ``/console``: the operator console, its live queue of approvals (``inbox``), runs and live
+  run timelines (``console``, ``events``; ``streams`` for what the live pages share), behind
+  an API-token sign-in (``login``, ``security``);
 * ``/static/``: one stylesheet, the pages' small scripts and the icon; ``/favicon.ico``,
   ``/privacy``, ``/terms`` and the 404 page in the site's layout (``site``);
 * the page context (``context``: ``app[PAGES]``), the template environment (``pages``) and the
@@ -11,8 +12,8 @@ every page shares (the web channel's approval page, ``bot.web``, among them):
 The console is not a channel: the app factory (``bot.app``) installs it before the channels, so
 the context and the links are there when they install.
 
-Pages are readable without JavaScript (only the live timeline uses it), work on a phone-sized
-screen and load nothing from elsewhere.
+Pages are readable without JavaScript (only their live parts and the countdown use it: a
+reload shows the same), work on a phone-sized screen and load nothing from elsewhere.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import logging
 
 from aiohttp import web
 
-from bot.console import console, events, login, site
+from bot.console import console, events, inbox, login, site
 from bot.console.context import PAGES, PageContext
 from bot.console.security import Sessions
 from bot.keys import LINKS
@@ -53,7 +54,7 @@ def install(app: web.Application, engine: Engine) -> None:
     ctx = PageContext(engine, links, sessions)
     app[PAGES] = ctx
     app[LINKS] = links
-    for table in (console.routes, events.routes, login.routes, site.routes):
+    for table in (console.routes, inbox.routes, events.routes, login.routes, site.routes):
         app.router.add_routes(table)
     app.middlewares.append(site.not_found_pages)  # innermost: sees the router's 404
 

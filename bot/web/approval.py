@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from urllib.parse import quote
 
 from aiohttp import web
@@ -42,11 +43,17 @@ from engine.domain.approvers import override_of
 from engine.domain.errors import SignoffError, Unauthorized
 from engine.domain.expiry import status_at
 from engine.domain.model import Principal, TakeoverRequest, TakeoverStatus
-from engine.domain.timeline import TimelineReader
+from engine.domain.timeline import TimelineReader, minutes_text
 from engine.services.links import ApprovalLink, LinkUse
 
 routes = web.RouteTableDef()
 _PAST = {"grant": "approved", "deny": "denied", "takeover": "took over", "release": "released"}
+# What a request that ended says (the card's words, ``cards/templates/words.j2`` STATE), and
+# the note's colour.
+_ENDED = {TakeoverStatus.RELEASED: "Approved", TakeoverStatus.DENIED: "Denied",
+          TakeoverStatus.CANCELLED: "Cancelled", TakeoverStatus.EXPIRED: "Expired"}  # fmt: skip
+_TONE = {TakeoverStatus.RELEASED: "ok", TakeoverStatus.DENIED: "bad",
+         TakeoverStatus.CANCELLED: "bad", TakeoverStatus.EXPIRED: "bad"}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -83,7 +90,7 @@ def situation(
     if _expired(request, now):
         return Situation(410, "This request expired before anyone decided it.", "bad", False)
     if request.is_final:
-        return Situation(200, used, "info", False)
+        return Situation(200, used or decided_note(request, now), _TONE[request.status], False)
     if request.status is TakeoverStatus.GRANTED:
         # The engine's one rule: the person who took it over, or an admin, releases it.
         rule = ctx.engine.approvals
@@ -113,7 +120,29 @@ def situation(
     return Situation(200, warning, "info", True)
 
 
-async def _viewer(ctx: PageContext, request: web.Request, request_id: str) -> Viewer:
+def decided_note(request: TakeoverRequest, now: datetime) -> str:
+    """What happened to a request that ended, in a person's words: "Denied by bob 2 min ago:
+    not this month." (the reason or notes last)."""
+    words = _ENDED.get(request.status, request.status.value.capitalize())
+    by = request.released_by or request.decided_by
+    when = request.released_at or request.decided_at
+    note = words + (f" by {by}" if by else "") + (f" {_ago(now, when)}" if when else "")
+    return note + (f": {request.notes}" if request.notes else ".")
+
+
+def _ago(now: datetime, then: datetime) -> str:
+    minutes = int((now - then).total_seconds() // 60)
+    return "just now" if minutes < 1 else f"{minutes_text(minutes)} ago"
+
+
+def is_live(request: TakeoverRequest, now: datetime) -> bool:
+    """Whether the page follows ``request`` (``bot.web.live``): until it ends or expires."""
+    return not request.is_final and not _expired(request, now)
+
+
+async def viewer_of(ctx: PageContext, request: web.Request, request_id: str) -> Viewer:
+    """Who looks, by the page's own rules: the signed link in the query (``Forbidden`` when it
+    was altered), else the console session, else nobody."""
     link = ctx.links.parse(request_id, request.query)  # Forbidden for an altered link
     if link is None:
         return Viewer(await ctx.sessions.principal(request))
@@ -121,9 +150,34 @@ async def _viewer(ctx: PageContext, request: web.Request, request_id: str) -> Vi
     return Viewer(who, link, await ctx.links.use_of(link))
 
 
-def _page_url(request_id: str, link: ApprovalLink | None) -> str:
-    base = f"/approvals/{quote(request_id, safe='')}"
+def page_url(request_id: str, link: ApprovalLink | None, *, suffix: str = "") -> str:
+    """The page's path (``suffix``: ``/events``, its live stream), with the viewer's link."""
+    base = f"/approvals/{quote(request_id, safe='')}{suffix}"
     return f"{base}?{link.query}" if link else base
+
+
+async def state_of(
+    request: web.Request, takeover: TakeoverRequest, viewer: Viewer, now: datetime
+) -> dict[str, Any]:
+    """What the page's live parts show (``_approval_state`` and ``_approval_history``), for the
+    page and, when it changes, for its stream: the view, the card, the situation, the history."""
+    ctx = page_context(request)
+    where = situation(ctx, takeover, viewer, now)
+    run, journal = await ctx.engine.queries.run_and_journal(takeover.run_id)
+    shown = takeover
+    if _expired(takeover, now) and takeover.status is TakeoverStatus.PENDING:
+        shown = dataclasses.replace(takeover, status=TakeoverStatus.EXPIRED)  # sweeper is behind
+    view = build_view(
+        shown, run, approval_url=approval_url(ctx.public_url, takeover.id), run_url=None, now=now
+    )
+    action = page_url(takeover.id, viewer.link)
+    card = render_web_card(
+        view,
+        csrf_token=ctx.sessions.csrf_token(request) if where.can_act else None,
+        form_action=action if where.can_act else None,
+    )
+    history = [i for i in TimelineReader().read(journal) if i.request_id == takeover.id]
+    return {"v": view, "card": Markup(card), "where": where, "history": history}
 
 
 async def show(
@@ -132,36 +186,21 @@ async def show(
     """The page for ``request_id`` as the viewer sees it; ``problem`` reports a refused POST."""
     ctx = page_context(request)
     engine = ctx.engine
-    viewer = await _viewer(ctx, request, request_id)
+    viewer = await viewer_of(ctx, request, request_id)
     takeover = await engine.queries.get_takeover(request_id)
     now = engine.clock.now()
     where = situation(ctx, takeover, viewer, now)
     if not engine.approvals.may_see(takeover, viewer.principal):
         return await _hidden(request, request_id, viewer, where)
-    run, journal = await engine.queries.run_and_journal(takeover.run_id)
-    shown = takeover
-    if _expired(takeover, now) and takeover.status is TakeoverStatus.PENDING:
-        shown = dataclasses.replace(takeover, status=TakeoverStatus.EXPIRED)  # sweeper is behind
-    view = build_view(
-        shown, run, approval_url=approval_url(ctx.public_url, request_id), run_url=None, now=now
-    )
-    action = _page_url(request_id, viewer.link)
-    card = render_web_card(
-        view,
-        csrf_token=ctx.sessions.csrf_token(request) if where.can_act else None,
-        form_action=action if where.can_act else None,
-    )
-    history = [i for i in TimelineReader().read(journal) if i.request_id == request_id]
+    live = is_live(takeover, now)
     return await render(
         request,
         "approval.html.j2",
         status=status or where.status,
-        v=view,
-        card=Markup(card),
-        where=where,
         problem=problem,
         viewer=viewer,
-        history=history,
+        events_url=page_url(request_id, viewer.link, suffix="/events") if live else None,
+        **await state_of(request, takeover, viewer, now),
     )
 
 
@@ -177,7 +216,7 @@ async def _hidden(
         "approval_hidden.html.j2",
         status=status,
         viewer=viewer,
-        sign_in=login_url(_page_url(request_id, None)),
+        sign_in=login_url(page_url(request_id, None)),
     )
 
 
@@ -211,4 +250,4 @@ async def decide(request: web.Request) -> web.StreamResponse:
         if replies.refusal(exc) in (None, Refusal.MISSING, Refusal.UNAVAILABLE):
             raise
         return await show(request, request_id, problem=exc.message, status=status_for(exc))
-    return redirect(_page_url(request_id, link))
+    return redirect(page_url(request_id, link))

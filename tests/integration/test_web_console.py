@@ -160,15 +160,15 @@ async def test_the_queue_lists_pending_approvals_oldest_first_with_filters(
     await pending_request(api.engine, second.id)
     await sign_in(api.client, api.tokens["admin"])
 
-    _, html = await page(api.client, "/console")
+    _, html = await page(api.client, "/console?show=all")
     assert html.index("Refund 91.37 EUR for A-1") < html.index("Other thing")
     assert "2 min" in html
 
-    _, only_other = await page(api.client, "/console?workflow=other")
+    _, only_other = await page(api.client, "/console?show=all&workflow=other")
     assert "Other thing" in only_other and "Refund 91.37 EUR for A-1" not in only_other
-    _, by_channel = await page(api.client, "/console?channel=webhook%3Aops")
+    _, by_channel = await page(api.client, "/console?show=all&channel=webhook%3Aops")
     assert "Other thing" in by_channel and "Refund 91.37 EUR for A-1" not in by_channel
-    _, for_bob = await page(api.client, "/console?approver=bob")
+    _, for_bob = await page(api.client, "/console?show=all&approver=bob")
     assert "Refund 91.37 EUR for A-1" in for_bob and "Other thing" not in for_bob
 
 
@@ -197,7 +197,7 @@ async def test_the_run_page_streams_its_timeline_until_the_run_completes(api: Ap
 
     status, html = await page(api.client, run_path)
     assert status == 200
-    assert 'data-events="/console/runs/' in html and "/static/timeline.js" in html
+    assert 'data-events="/console/runs/' in html and "/static/live.js" in html
     assert f'href="/approvals/{request.id}"' in html
 
     stream = await api.client.get(f"{run_path}/events?after=0")
@@ -249,5 +249,5 @@ async def test_api_errors_stay_json_and_page_errors_are_html(api: Api) -> None:
 async def test_static_files_are_served(api: Api) -> None:
     css = await api.client.get("/static/signoff.css")
     assert css.status == 200 and "timeline" in await css.text()
-    js = await api.client.get("/static/timeline.js")
+    js = await api.client.get("/static/live.js")
     assert js.status == 200 and "EventSource" in await js.text()

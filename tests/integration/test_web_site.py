@@ -46,7 +46,7 @@ async def test_a_missing_static_file_is_the_404_page(api: Api) -> None:
     css = await api.client.get("/static/signoff.css")
     assert css.status == 200 and css.content_type == "text/css"
     assert css.headers.get("Cache-Control") != "no-store"
-    head = await api.client.head("/static/timeline.js")
+    head = await api.client.head("/static/live.js")
     assert head.status == 200 and "javascript" in head.content_type
 
 
