@@ -21,7 +21,10 @@ class PageContext:
     sessions: Sessions
     # Set when the server shuts down: live streams end instead of holding the shutdown up.
     closing: asyncio.Event = field(default_factory=asyncio.Event)
-    poll_seconds: float = 0.25  # how often a live timeline looks for new journal entries
+    poll_seconds: float = 0.25  # how often a live page looks for what changed
+    # How long a live page's stream lasts before the browser reconnects and is checked again
+    # (``bot.console.streams``).
+    stream_seconds: float = 300.0
 
     @property
     def public_url(self) -> str:

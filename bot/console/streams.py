@@ -11,9 +11,9 @@ script only places them, ``bot/static/live.js``). What a stream says:
   reconnect) and the server closes it too;
 * a comment every ``HEARTBEAT_SECONDS`` keeps proxies from closing an idle stream.
 
-A stream lasts at most ``LIFETIME_SECONDS``; then the server closes it without ``end`` and the
-browser reconnects, checked again like the page (a revoked token or an expired session gets
-401, which stops the browser from retrying). Server shutdown ends every stream at once.
+A stream lasts at most ``PageContext.stream_seconds`` (5 min); then the server closes it without
+``end`` and the browser reconnects, checked again like the page (a revoked token or an expired
+session gets 401, which stops the browser from retrying). Server shutdown ends every stream.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from aiohttp import web
 from bot.console.context import PageContext, page_context
 
 HEARTBEAT_SECONDS = 15.0
-LIFETIME_SECONDS = 300.0
 HEADERS = {
     "Content-Type": "text/event-stream",
     "Cache-Control": "no-store",
@@ -53,7 +52,7 @@ class EventStream:
         self._sent: dict[str, str] = {}  # element id -> the fragment last sent for it
         loop = asyncio.get_running_loop()
         self._beat = loop.time()
-        self._until = loop.time() + LIFETIME_SECONDS
+        self._until = loop.time() + ctx.stream_seconds
 
     async def send(self, event: str, data: str, event_id: int | str | None = None) -> None:
         await self.response.write(event_text(event, data, event_id))
