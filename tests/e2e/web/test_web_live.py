@@ -1,7 +1,9 @@
 """The pages that change while a person looks at them, in Chromium: the approval page counts
-down and disables its buttons at expiry (no reload), and the run page's "Waiting for" and
-status badge follow a denial live, ending "completed · denied" rather than a green
-"completed". Expiry is made seconds away with the engine's ManualClock; nothing sleeps."""
+down and disables its buttons at expiry (no reload), and follows its request when it is decided
+elsewhere or expires by the server's clock; the run page's "Waiting for" and status badge follow
+a denial live, ending "completed · denied" rather than a green "completed"; the console's queue
+gains a request that parks and loses it when it is decided. Expiry is moved with the engine's
+ManualClock; every wait is on the page, nothing sleeps."""
 
 from __future__ import annotations
 
@@ -69,3 +71,64 @@ async def sign_in_in_browser(page: Any, api: Api) -> None:
     await page.get_by_label("API token (approver or admin)").fill(api.tokens["admin"])
     await page.get_by_role("button", name="Sign in").click()
     await page.wait_for_url("**/console")
+
+
+async def test_the_console_queue_follows_requests_without_a_reload(api: Api, browser: Any) -> None:
+    page = await _page(browser)
+    await sign_in_in_browser(page, api)  # alice, of finance: the demo asks her
+    assert await page.get_by_text("Nothing is waiting for you").is_visible()
+
+    run = await start_demo(api.engine)
+    request = await pending_request(api.engine, run.id)
+    row = page.locator(f"#request-{request.id}")
+    await row.wait_for()  # not reloaded: the stream added it
+    assert request.reason in await row.inner_text()
+
+    status, _ = await api.call(
+        "POST", f"/v1/runs/{run.id}/takeover/{request.id}/deny", as_="bob", json={"notes": "no"}
+    )
+    assert status == 200
+    await row.wait_for(state="detached")
+    await page.get_by_text("Nothing is waiting for you").wait_for()
+
+
+async def test_an_open_approval_page_shows_a_denial_made_elsewhere(api: Api, browser: Any) -> None:
+    run = await start_demo(api.engine)
+    request = await pending_request(api.engine, run.id)
+    page = await _page(browser)
+    await sign_in_in_browser(page, api)
+    await page.goto(f"{base_url(api)}/approvals/{request.id}")
+    assert await page.get_by_role("button", name="Approve").is_enabled()
+    assert await page.locator("#countdown").is_visible()
+
+    status, _ = await api.call(
+        "POST",
+        f"/v1/runs/{run.id}/takeover/{request.id}/deny",
+        as_="bob",
+        json={"notes": "the customer withdrew it"},
+    )
+    assert status == 200
+
+    # Not reloaded: the page says who denied it and why, and offers nothing to click.
+    await page.get_by_text("Denied by bob just now: the customer withdrew it").wait_for()
+    for name in ("Approve", "Deny", "Take over"):
+        assert await page.get_by_role("button", name=name).count() == 0
+    assert await page.locator("#countdown").count() == 0
+    assert await page.locator(".signoff-card--denied").is_visible()
+
+
+async def test_an_open_approval_page_says_when_the_request_expired(
+    api: Api, browser: Any, clock: ManualClock
+) -> None:
+    run = await start_demo(api.engine)
+    request = await pending_request(api.engine, run.id)
+    page = await _page(browser)
+    await page.goto(base_url(api) + link_path(api.client, request, "bob"))
+    assert await page.get_by_role("button", name="Approve").is_enabled()
+
+    clock.set(request.expires_at)  # the server's clock: the page's own countdown has hours left
+
+    await page.get_by_text("This request expired before anyone decided it.").wait_for()
+    assert await page.locator("#countdown").count() == 0  # gone, not merely run out
+    assert await page.get_by_role("button", name="Approve").count() == 0
+    assert await page.locator(".signoff-card--expired").is_visible()
