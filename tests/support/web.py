@@ -100,6 +100,13 @@ async def pending_request(engine: Engine, run_id: str) -> TakeoverRequest:
     return request
 
 
+async def deny_over_api(api: Api, request: TakeoverRequest, person: str, reason: str) -> None:
+    """``person`` denies ``request`` through the REST API with their token, giving ``reason``."""
+    path = f"/v1/runs/{request.run_id}/takeover/{request.id}/deny"
+    status, body = await api.call("POST", path, as_=person, json={"notes": reason})
+    assert status == 200, body
+
+
 def link_path(client: TestClient[Any, Any], request: TakeoverRequest, person: str) -> str:
     return local(web_of(client).links.url(request, person))
 

@@ -18,20 +18,10 @@ from engine.domain.approvers import (
     token_principal,
 )
 from engine.domain.errors import Forbidden
-from engine.domain.inbox import waits_for
-from engine.domain.model import (
-    ApiToken,
-    Principal,
-    Role,
-    TakeoverKind,
-    TakeoverRequest,
-    TakeoverStatus,
-    Vote,
-)
+from engine.domain.model import ApiToken, Principal, Role
 
 CONFIG = parse_config(
-    "people: {alice: {email: a@x.io}, bob: {email: b@x.io}, carol: {email: c@x.io}, "
-    "dave: {email: d@x.io}}\n"
+    "people: {alice: {email: a@x.io}, bob: {email: b@x.io}, carol: {email: c@x.io}}\n"
     "groups: {finance: [bob, carol]}\n"
     "admins: [alice]\n"
     "approvers: [finance]\n"
@@ -137,44 +127,3 @@ def test_a_runs_deciders_come_from_its_workflow_else_the_project() -> None:
     assert run_deciders(CONFIG, CONFIG.workflows["open"]) == ("bob", "carol")
     nobody = parse_config("people: {bob: {email: b@x.io}}\n", {})
     assert run_deciders(nobody, None) is None  # nothing names anyone: any approver
-
-
-def _request(**fields: object) -> TakeoverRequest:
-    base: dict[str, object] = {
-        "id": "tk-1",
-        "run_id": "run-1",
-        "step_id": "a",
-        "kind": TakeoverKind.NODE,
-        "status": TakeoverStatus.PENDING,
-        "reason": "Refund 10",
-        "created_at": NOW,
-        "expires_at": NOW,
-        "approvers": ("bob", "carol"),
-        "requested_by": "dave",
-    }
-    return TakeoverRequest(**{**base, **fields})  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    ("who", "fields", "waits"),
-    [
-        ("bob", {}, True),  # one of its approvers
-        ("carol", {"approvers": ()}, True),  # it names none: any approver's
-        ("alice", {}, False),  # an admin could override: not her inbox
-        ("alice", {"approvers": ("alice",)}, True),  # an admin asked by name
-        ("bob", {"status": TakeoverStatus.DENIED}, False),  # decided
-        ("bob", {"status": TakeoverStatus.GRANTED}, False),  # taken over
-        ("bob", {"requested_by": "bob"}, False),  # his own run
-        ("bob", {"votes": (Vote("bob", NOW),)}, False),  # he approved; the quorum waits
-        ("carol", {"votes": (Vote("bob", NOW),), "approvals_required": 2}, True),
-        ("dave", {}, False),  # in people:, not an approver of it
-    ],
-)
-def test_an_inbox_holds_what_waits_for_the_persons_own_decision(
-    who: str, fields: dict[str, object], waits: bool
-) -> None:
-    assert waits_for(CONFIG, _request(**fields), person_principal(CONFIG, who)) is waits
-
-
-def test_an_agent_has_no_inbox() -> None:
-    assert not waits_for(CONFIG, _request(approvers=()), AGENT)

@@ -3,23 +3,13 @@ approval page shows everyone else only that a request exists."""
 
 from __future__ import annotations
 
-import dataclasses
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from engine.domain.approvers import may_see
-from engine.domain.model import (
-    Principal,
-    Role,
-    TakeoverKind,
-    TakeoverRequest,
-    TakeoverStatus,
-    Vote,
-)
-
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
+from engine.domain.model import Principal, Role, TakeoverRequest, Vote
+from tests.support.requests import NOW, takeover_request
 
 
 def person(name: str, role: Role = Role.APPROVER) -> Principal:
@@ -27,19 +17,7 @@ def person(name: str, role: Role = Role.APPROVER) -> Principal:
 
 
 def request(approvers: tuple[str, ...] = ("bob", "carol"), **fields: Any) -> TakeoverRequest:
-    base = TakeoverRequest(
-        id="r1",
-        run_id="run1",
-        step_id="approve",
-        kind=TakeoverKind.NODE,
-        status=TakeoverStatus.PENDING,
-        reason="Refund 37.51 EUR",
-        created_at=NOW,
-        expires_at=NOW,
-        approvers=approvers,
-        requested_by="dave",
-    )
-    return dataclasses.replace(base, **fields)
+    return takeover_request(approvers=approvers, **fields)
 
 
 AGENT = Principal(name="token:bot", role=Role.AGENT, token="bot")

@@ -10,12 +10,18 @@ from __future__ import annotations
 from typing import Any
 
 from bot.console.demo import start_demo
-from engine.domain.model import TakeoverStatus
+from engine.domain.model import TakeoverRequest, TakeoverStatus
 from tests.support.api import Api
 from tests.support.clock import ManualClock
-from tests.support.web import base_url, link_path, pending_request
+from tests.support.web import base_url, deny_over_api, link_path, pending_request
 
 TIMEOUT_MS = 15_000
+
+
+async def _demo_request(api: Api) -> TakeoverRequest:
+    """The demo run's approval, once it has parked."""
+    run = await start_demo(api.engine)
+    return await pending_request(api.engine, run.id)
 
 
 async def _page(browser: Any) -> Any:
@@ -27,8 +33,7 @@ async def _page(browser: Any) -> Any:
 async def test_the_approval_page_disables_its_buttons_at_expiry(
     api: Api, browser: Any, clock: ManualClock
 ) -> None:
-    run = await start_demo(api.engine)
-    request = await pending_request(api.engine, run.id)
+    request = await _demo_request(api)
     clock.set(request.expires_at)
     clock.advance(seconds=-2)  # two seconds left by the server's clock
     page = await _page(browser)
@@ -45,11 +50,10 @@ async def test_the_approval_page_disables_its_buttons_at_expiry(
 
 
 async def test_the_run_page_follows_a_denial_live(api: Api, browser: Any) -> None:
-    run = await start_demo(api.engine)
-    request = await pending_request(api.engine, run.id)
+    request = await _demo_request(api)
     page = await _page(browser)
     await sign_in_in_browser(page, api)
-    await page.goto(f"{base_url(api)}/console/runs/{run.id}")
+    await page.goto(f"{base_url(api)}/console/runs/{request.run_id}")
     waiting = page.locator("#waiting")
     assert await waiting.is_visible()
     assert await waiting.get_by_role("link").count() == 1
@@ -78,36 +82,25 @@ async def test_the_console_queue_follows_requests_without_a_reload(api: Api, bro
     await sign_in_in_browser(page, api)  # alice, of finance: the demo asks her
     assert await page.get_by_text("Nothing is waiting for you").is_visible()
 
-    run = await start_demo(api.engine)
-    request = await pending_request(api.engine, run.id)
+    request = await _demo_request(api)
     row = page.locator(f"#request-{request.id}")
     await row.wait_for()  # not reloaded: the stream added it
     assert request.reason in await row.inner_text()
 
-    status, _ = await api.call(
-        "POST", f"/v1/runs/{run.id}/takeover/{request.id}/deny", as_="bob", json={"notes": "no"}
-    )
-    assert status == 200
+    await deny_over_api(api, request, "bob", "no")
     await row.wait_for(state="detached")
     await page.get_by_text("Nothing is waiting for you").wait_for()
 
 
 async def test_an_open_approval_page_shows_a_denial_made_elsewhere(api: Api, browser: Any) -> None:
-    run = await start_demo(api.engine)
-    request = await pending_request(api.engine, run.id)
+    request = await _demo_request(api)
     page = await _page(browser)
     await sign_in_in_browser(page, api)
     await page.goto(f"{base_url(api)}/approvals/{request.id}")
     assert await page.get_by_role("button", name="Approve").is_enabled()
     assert await page.locator("#countdown").is_visible()
 
-    status, _ = await api.call(
-        "POST",
-        f"/v1/runs/{run.id}/takeover/{request.id}/deny",
-        as_="bob",
-        json={"notes": "the customer withdrew it"},
-    )
-    assert status == 200
+    await deny_over_api(api, request, "bob", "the customer withdrew it")
 
     # Not reloaded: the page says who denied it and why, and offers nothing to click.
     await page.get_by_text("Denied by bob just now: the customer withdrew it").wait_for()
@@ -120,8 +113,7 @@ async def test_an_open_approval_page_shows_a_denial_made_elsewhere(api: Api, bro
 async def test_an_open_approval_page_says_when_the_request_expired(
     api: Api, browser: Any, clock: ManualClock
 ) -> None:
-    run = await start_demo(api.engine)
-    request = await pending_request(api.engine, run.id)
+    request = await _demo_request(api)
     page = await _page(browser)
     await page.goto(base_url(api) + link_path(api.client, request, "bob"))
     assert await page.get_by_role("button", name="Approve").is_enabled()

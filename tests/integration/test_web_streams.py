@@ -15,7 +15,15 @@ from engine.domain.model import Role, RunStatus, TakeoverRequest
 from tests.support.api import Api, running_api
 from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, wait_status
-from tests.support.web import REFUND_DEMO, link_path, pending_request, read_events, sign_in, web_of
+from tests.support.web import (
+    REFUND_DEMO,
+    deny_over_api,
+    link_path,
+    pending_request,
+    read_events,
+    sign_in,
+    web_of,
+)
 
 OTHER = """
 other:
@@ -116,13 +124,7 @@ async def test_requests_appear_and_leave_the_queue_stream(api: Api) -> None:
     arrived = await _replaced(stream, "queue")
     assert REFUND in arrived and f'id="request-{request.id}"' in arrived
 
-    status, _ = await api.call(
-        "POST",
-        f"/v1/runs/{request.run_id}/takeover/{request.id}/deny",
-        as_="carol",
-        json={"notes": "not now"},
-    )
-    assert status == 200
+    await deny_over_api(api, request, "carol", "not now")
     assert "Nothing is waiting for you" in await _replaced(stream, "queue")
     stream.close()
 
@@ -172,13 +174,7 @@ async def test_the_approval_stream_follows_a_denial_elsewhere_and_ends(api: Api)
     first = await _replaced(stream, "approval-state")
     assert "Approval needed" in first and 'value="grant"' in first and 'id="countdown"' in first
 
-    status, _ = await api.call(
-        "POST",
-        f"/v1/runs/{request.run_id}/takeover/{request.id}/deny",
-        as_="carol",
-        json={"notes": "the order was <b>cancelled</b>"},
-    )
-    assert status == 200
+    await deny_over_api(api, request, "carol", "the order was <b>cancelled</b>")
     events = await read_events(stream, until="end")
     states = [d for e, d in events if e == "replace" and d.startswith('<div id="approval-state"')]
     assert len(states) == 1
