@@ -46,6 +46,9 @@ async def test_the_approval_page_disables_its_buttons_at_expiry(
 
     for name in ("Approve", "Deny", "Take over"):
         assert await page.get_by_role("button", name=name).is_disabled()
+    # ... and look it: faded and grey, no pointer (bot/static/signoff.css).
+    looks = await approve.evaluate("b => [getComputedStyle(b).opacity, getComputedStyle(b).cursor]")
+    assert float(looks[0]) < 1 and looks[1] == "not-allowed"
     assert (await api.engine.store.get_takeover(request.id)).status == TakeoverStatus.PENDING
 
 
