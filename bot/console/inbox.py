@@ -11,7 +11,9 @@ the same.
 
 from __future__ import annotations
 
-from datetime import datetime
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from aiohttp import web
@@ -28,7 +30,7 @@ from engine.domain.errors import SignoffError
 from engine.domain.inbox import waits_for
 from engine.domain.model import Principal
 from engine.domain.timeline import minutes_text
-from engine.services.approval_queue import QueueFilter
+from engine.services.approval_queue import QueueEntry, QueueFilter
 
 routes = web.RouteTableDef()
 QUEUE = URL("/console")  # the page, also in the links its stream sends
@@ -39,8 +41,30 @@ EVERYONE = "all"  # ?show=all: every pending request, not only the viewer's
 _EVERY_REQUEST = frozenset(a.name for a in CHANNEL_ADDRESSES if a.target is None)
 
 
-async def queue_part(ctx: PageContext, request: web.Request, who: Principal) -> dict[str, Any]:
-    """What ``_queue.html.j2`` shows for this query and viewer (the page and its stream)."""
+@dataclass(frozen=True)
+class Reading:
+    """The queue as read for one viewer and query at ``now``."""
+
+    where: QueueFilter
+    everyone: bool  # every pending request, not only the viewer's inbox
+    entries: list[QueueEntry]
+    next_cursor: str | None
+    now: datetime
+
+    @property
+    def looks(self) -> tuple[object, ...]:
+        """What the rows show changes only with this: the stream renders them again when it
+        does, not at every poll."""
+        now = self.now
+        return (self.next_cursor, *(
+            (e.request, e.workflow, _minutes(now - e.request.created_at),
+             math.ceil((e.request.expires_at - now).total_seconds() / 60))
+            for e in self.entries
+        ))  # fmt: skip
+
+
+async def read_queue(ctx: PageContext, request: web.Request, who: Principal) -> Reading:
+    """The queue for this query (its filters, ``show`` and ``cursor``) as ``who`` sees it."""
     engine = ctx.engine
     everyone = choice(request, "show") == EVERYONE
     where = QueueFilter(choice(request, "workflow"), choice(request, "channel"),
@@ -52,17 +76,22 @@ async def queue_part(ctx: PageContext, request: web.Request, who: Principal) -> 
         asked, limit=CONSOLE_PAGE, cursor=choice(request, "cursor")
     )
     entries = [e for e in found.entries if everyone or waits_for(engine.config, e.request, who)]
-    now = engine.clock.now()
+    return Reading(where, everyone, entries, found.next_cursor, engine.clock.now())
+
+
+def queue_part(request: web.Request, reading: Reading) -> dict[str, Any]:
+    """What ``_queue.html.j2`` shows of ``reading`` (the page and its stream)."""
+    now, entries = reading.now, reading.entries
     rows = [
         (e, build_view(e.request, e.run, approval_url=None, run_url=None, now=now),
-         _age(now, e.request.created_at))
+         minutes_text(_minutes(now - e.request.created_at)))
         for e in entries
     ]  # fmt: skip
     return {
         "rows": rows,
-        "where": where,
-        "everyone": everyone,
-        "next_page": _next_page(request, found.next_cursor),
+        "where": reading.where,
+        "everyone": reading.everyone,
+        "next_page": _next_page(request, reading.next_cursor),
         "channels": sorted({c for e in entries for c in e.request.channels} | _EVERY_REQUEST),
     }
 
@@ -78,7 +107,7 @@ async def queue(request: web.Request) -> web.StreamResponse:
     engine = ctx.engine
     who = await ctx.sessions.principal(request)
     assert who is not None  # console_page
-    part = await queue_part(ctx, request, who)
+    part = queue_part(request, await read_queue(ctx, request, who))
     return await render(
         request,
         "queue.html.j2",
@@ -100,17 +129,21 @@ async def queue_events(request: web.Request) -> web.StreamResponse:
     if who is None:
         return web.Response(status=401, text="sign in to the console first")
     try:
-        part = await queue_part(ctx, request, who)
+        reading = await read_queue(ctx, request, who)
     except SignoffError as exc:
         return web.Response(status=400, text=exc.message)
 
     async def follow(out: EventStream) -> None:
-        nonlocal part
+        nonlocal reading
+        shown = None
         while True:
-            await out.replace("queue", fragment("_queue.html.j2", **part))
+            if reading.looks != shown:
+                shown = reading.looks
+                part = queue_part(request, reading)
+                await out.replace("queue", fragment("_queue.html.j2", **part))
             if not await out.pause():
                 return
-            part = await queue_part(ctx, request, who)
+            reading = await read_queue(ctx, request, who)
 
     return await stream(request, follow)
 
@@ -131,5 +164,5 @@ def _next_page(request: web.Request, cursor: str | None) -> str | None:
     return str(QUEUE.with_query({**query, "cursor": cursor}))
 
 
-def _age(now: datetime, since: datetime) -> str:
-    return minutes_text(int((now - since).total_seconds() // 60))
+def _minutes(age: timedelta) -> int:
+    return int(age.total_seconds() // 60)
