@@ -227,15 +227,15 @@ async def test_the_openapi_document_declares_the_queue(api: Api) -> None:
 async def test_the_console_queue_reads_the_same_pages(api: Api) -> None:
     ids = await _queue(api)
     await sign_in(api.client, api.tokens["admin"])
-    _, html = await page(api.client, "/console?approver=carol")
+    _, html = await page(api.client, "/console?show=all&approver=carol")
     assert html.index("Pay pay-1") < html.index("Anyone open") < html.index("Pay pay-2")
     assert "Refund 3 EUR" not in html
     pending = await api.engine.store.list_takeovers(statuses=[TakeoverStatus.PENDING])
     assert {r.id for r in pending} == set(ids.values())
 
-    # The API's cursor opens the same page in the console.
+    # The API's cursor opens the same page in the console (showing everything waiting).
     status, body = await api.call("GET", "/v1/approvals?limit=2", as_="bob")
-    _, later = await page(api.client, f"/console?cursor={body['nextCursor']}")
+    _, later = await page(api.client, f"/console?show=all&cursor={body['nextCursor']}")
     assert "Pay pay-1" not in later and "Anyone open" not in later
     assert "Refund 3 EUR" in later and "Pay pay-2" in later
     assert "Older requests" not in later  # the last page

@@ -102,7 +102,7 @@ def test_a_request_the_parser_refuses_gets_signoffs_headers(target: Target, case
 
 def test_the_approval_page_and_its_json_show_nobody_the_arguments(target: Target) -> None:
     """No session, no signed link: the page says a request exists and offers to sign in; the
-    API behind it answers nobody."""
+    API and the page's live stream behind it answer nobody."""
     page = f"/approvals/{target.request_id}"
     with watching("the approval page to nobody", target):
         status, headers, body = send(target, "GET", page, token=None)
@@ -114,3 +114,6 @@ def test_the_approval_page_and_its_json_show_nobody_the_arguments(target: Target
         assert "/console/login?next=" + urllib.parse.quote(page, safe="") in html
         status, _, body = send(target, "GET", f"/v1/runs/{target.run_id}/takeover", token=None)
         assert_refused(status, body, 401)
+        status, headers, body = send(target, "GET", f"{page}/events", token=None)
+        assert status == 401 and "o-1" not in body.decode()  # its live stream: refused
+        assert "event-stream" not in headers.get("Content-Type", "")
