@@ -31,11 +31,24 @@ other:
     - {id: gate, type: approval, reason: "Other thing", approvers: [carol], channels: [web]}
 """
 REFUND = "Refund 91.37 EUR for A-1"
+HELD = """
+connectors:
+  demo-ledger:
+    type: demo-ledger
+    actions:
+      lookup: {kind: read}
+      refund: {kind: write, summary: "Refund {{ args.amount }} EUR for order {{ args.order }}"}
+      note: {kind: write}
+policies:
+  - {decision: ask, connector: demo-ledger, action: refund, approvers: [finance]}
+"""
 
 
 @pytest.fixture
 async def api(migrated_db_url: str) -> AsyncIterator[Api]:
-    async with running_api(migrated_db_url, REFUND_DEMO + OTHER, clock=ManualClock()) as api:
+    async with running_api(
+        migrated_db_url, REFUND_DEMO + OTHER, extra=HELD, clock=ManualClock()
+    ) as api:
         yield api
 
 
@@ -126,6 +139,21 @@ async def test_requests_appear_and_leave_the_queue_stream(api: Api) -> None:
 
     await deny_over_api(api, request, "carol", "not now")
     assert "Nothing is waiting for you" in await _replaced(stream, "queue")
+    stream.close()
+
+
+async def test_a_held_call_appears_in_the_queue_stream(api: Api) -> None:
+    await _as(api, "carol")
+    stream = await api.client.get("/console/queue/events")
+    assert "Nothing is waiting for you" in await _replaced(stream, "queue")
+
+    call = {"connector": "demo-ledger", "action": "refund", "args": {"order": "o-7", "amount": 5}}
+    status, body = await api.call("POST", "/v1/calls", as_="agent", json=call)
+    assert status == 202 and body["status"] == "pending_approval", body
+
+    arrived = await _replaced(stream, "queue")
+    assert "Refund 5 EUR for order o-7" in arrived
+    assert f'id="request-{body["requestId"]}"' in arrived
     stream.close()
 
 
