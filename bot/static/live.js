@@ -5,6 +5,7 @@
 //   replace  swapped for the element with the fragment's own id (a reason being typed in the
 //            old one is kept);
 //   end      the stream is closed and #live-note says so (data-ended).
+// A #live-note hidden until then is shown once the stream is open (it says the page follows).
 // Without JavaScript the pages still show what was true when they loaded.
 (function () {
   "use strict";
@@ -25,6 +26,11 @@
     }
   }
 
+  source.addEventListener("open", function () {
+    if (note) {
+      note.hidden = false;
+    }
+  });
   source.addEventListener("item", function (event) {
     if (!document.getElementById("seq-" + event.lastEventId)) {
       box.insertAdjacentHTML("beforeend", event.data);

@@ -84,6 +84,7 @@ async def test_the_console_queue_follows_requests_without_a_reload(api: Api, bro
     page = await _page(browser)
     await sign_in_in_browser(page, api)  # alice, of finance: the demo asks her
     assert await page.get_by_text("Nothing is waiting for you").is_visible()
+    await page.get_by_text("This list follows the requests").wait_for()  # shown once open
 
     request = await _demo_request(api)
     row = page.locator(f"#request-{request.id}")
