@@ -14,7 +14,8 @@ gets the page without it. A GET never decides.
 
 What happened is always shown as a page, never an error: a used link says how it was used, a
 decided request who decided and when. A request that expired answers 410 with that page (its
-link died with it). Every form carries a CSRF token (403 without).
+link died with it). Every form carries a CSRF token (403 without). An open page follows its
+request (``bot.web.live``): ``state_of`` renders its live parts for the page and the stream.
 """
 
 from __future__ import annotations
