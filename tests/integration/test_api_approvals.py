@@ -14,7 +14,7 @@ from engine.domain.records import Adopt, NewRun
 from tests.support.api import Api, running_api
 from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, person
-from tests.support.web import page, pending_request, sign_in
+from tests.support.web import DEMO_LEDGER, page, pending_request, sign_in
 
 FLOWS = """
 pay:
@@ -27,18 +27,14 @@ free:
   nodes:
     - {id: act, type: connector, connector: demo-ledger, action: note, args: {}}
 """
-EXTRA = """
-connectors:
-  demo-ledger:
-    type: demo-ledger
-    actions:
-      lookup: {kind: read}
-      refund: {kind: write, summary: "Refund {{ args.amount }} EUR for order {{ args.order }}"}
-      note: {kind: write}
+EXTRA = (
+    DEMO_LEDGER
+    + """
 policies:
   - {name: refunds, decision: ask, connector: demo-ledger, action: refund,
      approvers: [bob], channels: ["slack:C0FINANCE"]}
 """
+)
 
 
 @pytest.fixture

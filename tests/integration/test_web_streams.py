@@ -16,6 +16,7 @@ from tests.support.api import Api, running_api
 from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, wait_status
 from tests.support.web import (
+    DEMO_LEDGER,
     REFUND_DEMO,
     deny_over_api,
     link_path,
@@ -31,17 +32,13 @@ other:
     - {id: gate, type: approval, reason: "Other thing", approvers: [carol], channels: [web]}
 """
 REFUND = "Refund 91.37 EUR for A-1"
-HELD = """
-connectors:
-  demo-ledger:
-    type: demo-ledger
-    actions:
-      lookup: {kind: read}
-      refund: {kind: write, summary: "Refund {{ args.amount }} EUR for order {{ args.order }}"}
-      note: {kind: write}
+HELD = (
+    DEMO_LEDGER
+    + """
 policies:
   - {decision: ask, connector: demo-ledger, action: refund, approvers: [finance]}
 """
+)
 
 
 @pytest.fixture

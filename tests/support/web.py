@@ -42,6 +42,16 @@ def _app_yaml_workflow(name: str) -> str:
 
 
 REFUND_DEMO = _app_yaml_workflow("refund-demo")
+# The demo's connector, with the summary a held refund shows; add ``policies:`` to hold calls.
+DEMO_LEDGER = """
+connectors:
+  demo-ledger:
+    type: demo-ledger
+    actions:
+      lookup: {kind: read}
+      refund: {kind: write, summary: "Refund {{ args.amount }} EUR for order {{ args.order }}"}
+      note: {kind: write}
+"""
 
 _CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 
