@@ -91,7 +91,9 @@ def situation(
     if _expired(request, now):
         return Situation(410, "This request expired before anyone decided it.", "bad", False)
     if request.is_final:
-        return Situation(200, used or decided_note(request, now), _TONE[request.status], False)
+        if used:
+            return Situation(200, used, "info", False)
+        return Situation(200, decided_note(request, now), _TONE[request.status], False)
     if request.status is TakeoverStatus.GRANTED:
         # The engine's one rule: the person who took it over, or an admin, releases it.
         rule = ctx.engine.approvals
@@ -124,9 +126,10 @@ def situation(
 def decided_note(request: TakeoverRequest, now: datetime) -> str:
     """What happened to a request that ended, in a person's words: "Denied by bob 2 min ago:
     not this month." (the reason or notes last)."""
-    words = _ENDED.get(request.status, request.status.value.capitalize())
-    by = request.released_by or request.decided_by
-    when = request.released_at or request.decided_at
+    words, by, when = _ENDED[request.status], request.decided_by, request.decided_at
+    if request.released_by and request.released_by != request.decided_by:
+        words = f"Taken over by {request.decided_by} and released"
+        by, when = request.released_by, request.released_at
     note = words + (f" by {by}" if by else "") + (f" {_ago(now, when)}" if when else "")
     return note + (f": {request.notes}" if request.notes else ".")
 
