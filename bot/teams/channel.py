@@ -13,6 +13,7 @@ from bot.plugin import Channel
 from bot.teams.adapter import BadActivity, ForeignTenant, NotAuthenticated, TeamsAdapter
 from bot.teams.handlers import TeamsHandlers
 from bot.teams.pacing import Pacing
+from bot.teams.refusals import RefusalLog
 from bot.teams.sink import TeamsSink
 from engine.assembly import Engine
 from engine.background import cancel_and_wait
@@ -26,6 +27,9 @@ ROUTE = "/api/messages"
 # Keys are kept a day (bot.teams.tokens); refreshing well before keeps requests from waiting.
 NAME = "teams"  # its address prefix in channels: (teams:<conversation>)
 METADATA_REFRESH_SECONDS = 6 * 3600
+# The kinds of refusal the log counts (``bot.teams.refusals``).
+UNAUTHENTICATED = "unauthenticated"
+WRONG_TENANT = "wrong_tenant"
 
 
 def install(app: web.Application, engine: Engine) -> None:
@@ -37,13 +41,14 @@ def install(app: web.Application, engine: Engine) -> None:
         return
     adapter = TeamsAdapter(config, pace=Pacing().call, proxies=engine.config.proxies)
     handlers = TeamsHandlers(engine)
+    refusals = RefusalLog(engine.clock, logger=log)  # bounded: anyone can make us refuse
     engine.add_sink(NAME, TeamsSink(engine, adapter))
 
     async def messages(request: web.Request) -> web.Response:
         try:
             await adapter.authenticate(request.headers.get("Authorization", ""))
         except NotAuthenticated as exc:
-            log.warning("teams: rejected an unauthenticated request: %s", exc)
+            refusals.refused(UNAUTHENTICATED, "rejected an unauthenticated request", exc)
             return _error(401, "unauthorized", "a valid Bot Framework token is required")
         try:
             body = parse_json(await request.read(), "the activity")
@@ -58,12 +63,12 @@ def install(app: web.Application, engine: Engine) -> None:
                 request.headers.get("Authorization", ""), body, handlers.on_activity
             )
         except NotAuthenticated as exc:
-            log.warning("teams: rejected an unauthenticated request: %s", exc)
+            refusals.refused(UNAUTHENTICATED, "rejected an unauthenticated request", exc)
             return _error(401, "unauthorized", "a valid Bot Framework token is required")
         except BadActivity as exc:
             return _error(400, "invalid_activity", str(exc))
         except ForeignTenant as exc:
-            log.warning("teams: refused an activity from another tenant: %s", exc)
+            refusals.refused(WRONG_TENANT, "refused an activity from another tenant", exc)
             return _error(
                 403, "wrong_tenant", f"{exc}: this bot serves one tenant; nothing changed"
             )
@@ -71,18 +76,16 @@ def install(app: web.Application, engine: Engine) -> None:
             return web.Response(status=200)
         return web.json_response(invoke.body, status=invoke.status)
 
-    async def refresh_keys(app: web.Application) -> AsyncIterator[None]:
-        task = (
-            asyncio.create_task(_refresh_keys(adapter, engine.clock))
-            if adapter.authenticated
-            else None
-        )
+    async def background(app: web.Application) -> AsyncIterator[None]:
+        tasks = [asyncio.create_task(refusals.run())]
+        if adapter.authenticated:
+            tasks.append(asyncio.create_task(_refresh_keys(adapter, engine.clock)))
         yield
-        if task is not None:
+        for task in tasks:
             await cancel_and_wait(task)
 
     app.router.add_post(ROUTE, messages)
-    app.cleanup_ctx.append(refresh_keys)
+    app.cleanup_ctx.append(background)
     if not adapter.authenticated:
         log.warning(
             "teams: teams.insecureLocalDev is ON: %s accepts UNSIGNED requests, and anyone "
