@@ -107,7 +107,7 @@ def parse_data(
     }
 
     def channel_problem(channel: str) -> str | None:
-        return target_problem(channel, sections)
+        return target_problem(channel, sections, people, groups)
 
     rule_problems: list[str] = []
     connectors = parse_connectors(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -54,6 +54,8 @@ __all__ = [
     "channel_states",
     "channel_warnings",
     "check_channel",
+    "personal_problem",
+    "personal_target",
     "target_problem",
 ]
 
@@ -73,6 +75,9 @@ class ChannelAddress:
     needs: tuple[str, str] | None = None
     # Whether its credentials are set, from its own section of app.yaml (``signoff check``).
     state: Callable[[Any], str] | None = None
+    # The prefix of targets naming a person or group of ``people:``/``groups:`` rather than a
+    # place: the card goes to each one's own chat with the bot (``personal_problem``).
+    personal: str | None = None
 
     def matches_target(self, target: str) -> bool:
         return self.target is not None and re.fullmatch(self.target, target) is not None
@@ -90,7 +95,13 @@ CHANNEL_ADDRESSES: tuple[ChannelAddress, ...] = (
         needs=("Slack", "slack.botToken and slack.signingSecret"),
         state=slack_state,
     ),
-    ChannelAddress("teams", r"[\s\S]*\S[\s\S]*", "teams:<conversation name>", state=teams_state),
+    ChannelAddress(
+        "teams",
+        r"[\s\S]*\S[\s\S]*",
+        "teams:<conversation name>",
+        state=teams_state,
+        personal="@",  # teams:@alice, teams:@finance: each one's personal chat with the bot
+    ),
     ChannelAddress("webhook", NAME, "webhook:<name>"),
 )
 
@@ -191,10 +202,17 @@ def bind_problems(sections: Mapping[str, object], bound: str, by: str) -> list[s
     ]
 
 
-def target_problem(channel: str, sections: Mapping[str, object]) -> str | None:
+def target_problem(
+    channel: str,
+    sections: Mapping[str, object],
+    people: Mapping[str, Person] | None = None,
+    groups: Mapping[str, Sequence[str]] | None = None,
+) -> str | None:
     """Why ``channel`` names a target its channel's section (of ``sections``) does not declare,
-    or None."""
+    or a person or group that ``people`` and ``groups`` lack (``personal_problem``), or None."""
     kind, _, target = channel.partition(":")
+    if people is not None and (why := personal_problem(channel, people, groups or {})):
+        return why
     for each in CHANNEL_SECTIONS:
         if each.targets is None or kind != each.channel or each.channel not in sections:
             continue
@@ -202,6 +220,41 @@ def target_problem(channel: str, sections: Mapping[str, object]) -> str | None:
         if target not in declared:
             hint = suggest(target, declared, list_all=False)
             return f"unknown {each.channel} {json.dumps(target)}{hint}"
+    return None
+
+
+def personal_target(channel: str) -> tuple[str, str] | None:
+    """``(channel name, person or group)`` when ``channel`` addresses people's personal chats
+    (``teams:@finance``), else None."""
+    kind, sep, target = channel.partition(":")
+    for address in CHANNEL_ADDRESSES:
+        if sep and kind == address.name and address.personal is not None:
+            if target.startswith(address.personal):
+                return kind, target[len(address.personal) :]
+    return None
+
+
+def personal_problem(
+    channel: str, people: Mapping[str, Person], groups: Mapping[str, Sequence[str]]
+) -> str | None:
+    """Why ``channel``, addressing personal chats (``teams:@<person or group>``), reaches
+    nobody: the name is no person or group, or none of them has an id on that channel."""
+    found = personal_target(channel)
+    if found is None:
+        return None
+    kind, name = found
+    if name in groups:
+        members = list(groups[name])
+    elif name in people:
+        members = [name]
+    else:
+        hint = suggest(name, [*people, *groups], list_all=False)
+        return f"{json.dumps(channel)}: {json.dumps(name)} is no person or group{hint}"
+    if not any(kind in people[m].ids for m in members if m in people):
+        return (
+            f"{json.dumps(channel)}: nobody in {name} has a {kind}: id in people:, so the card "
+            "would reach no one"
+        )
     return None
 
 
@@ -213,6 +266,7 @@ class ChannelSections:
     __slots__ = ()
     channel_sections: Mapping[str, object]  # channel name -> its section's record
     people: Mapping[str, Person]
+    groups: Mapping[str, tuple[str, ...]]
 
     def section(self, kind: type[T]) -> T:
         """The channel section of type ``kind``; ``KeyError`` when there is none."""
@@ -222,7 +276,7 @@ class ChannelSections:
         raise KeyError(kind.__name__)
 
     def target_problem(self, channel: str) -> str | None:
-        return target_problem(channel, self.channel_sections)
+        return target_problem(channel, self.channel_sections, self.people, self.groups)
 
     def person_by(self, channel: str, user_id: str) -> Person | None:
         """The person whose id on ``channel`` (``Person.ids``) is ``user_id``."""
