@@ -29,6 +29,8 @@ class Incoming:
     sender_aad: str | None  # the Azure AD object id of the person who acted
     bot_added: bool  # conversationUpdate/installationUpdate that (re)installed the bot
     reference: dict[str, Any]  # the serialized ConversationReference, for proactive sends
+    personal: bool = False  # a 1:1 chat between the bot and the sender
+    activity_id: str | None = None  # Teams' id of the activity (a retried one keeps it)
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,13 +41,7 @@ from azure.core.exceptions import DeserializationError
 from botbuilder.core import BotAdapter, InvokeResponse, TurnContext
 from botbuilder.core.cloud_adapter_base import CloudAdapterBase
 from botbuilder.integration.aiohttp import CloudAdapter
-from botbuilder.schema import (
-    Activity,
-    ActivityTypes,
-    Attachment,
-    ConversationReference,
-    Mention,
-)
+from botbuilder.schema import Activity, ActivityTypes, Attachment, ConversationReference, Mention
 from botframework.connector.auth import AuthenticationConstants
 from botframework.connector.auth.jwt_token_extractor import JwtTokenExtractor
 from botframework.connector.auth.skill_validation import SkillValidation
@@ -335,6 +329,8 @@ def _incoming(activity: Activity) -> Incoming:
         thread=thread_root(conversation.id if conversation else ""),
         sender_aad=sender.aad_object_id if sender else None,
         bot_added=bot_added,
+        personal=bool(conversation and conversation.conversation_type == "personal"),
+        activity_id=activity.id,
         reference=reference.serialize(),
     )
 

@@ -1,6 +1,6 @@
-"""What the chat front ends remember of their platforms: conversations (Teams), the thread of
-each run in a channel, the message of each card (to update it in place), and the chat messages
-they queue themselves (replies to commands)."""
+"""What the chat front ends remember of their platforms: conversations (Teams), each person's
+personal chat with the bot, the thread of each run in a channel, the message of each card (to
+update it in place), and the chat messages they queue themselves (replies to commands)."""
 
 from __future__ import annotations
 
@@ -53,6 +53,15 @@ class ChatStore(Protocol):
         data: dict[str, Any] | None = None,
     ) -> None: ...
     async def queue_outbox(self, messages: Sequence[OutboxMessage], now: datetime) -> None: ...
+    async def put_personal_chat(
+        self,
+        platform: str,
+        user_id: str,
+        conversation_id: str,
+        reference: dict[str, Any],
+        now: datetime,
+    ) -> None: ...
+    async def personal_chat(self, platform: str, user_id: str) -> Conversation | None: ...
 
 
 class ChatRecords:
@@ -127,3 +136,19 @@ class ChatRecords:
     async def queue_messages(self, messages: Sequence[OutboxMessage], now: datetime) -> None:
         """Queue messages for the dispatcher (a reply to a command)."""
         await self._store.queue_outbox(messages, now)
+
+    async def remember_personal_chat(
+        self,
+        platform: str,
+        user_id: str,
+        conversation_id: str,
+        reference: dict[str, Any],
+        now: datetime,
+    ) -> None:
+        """Store (or move) the personal chat of the person whose id on ``platform`` is
+        ``user_id``: cards addressed to them go there (``teams:@alice``)."""
+        await self._store.put_personal_chat(platform, user_id, conversation_id, reference, now)
+
+    async def personal_chat(self, platform: str, user_id: str) -> Conversation | None:
+        """The personal chat stored for ``user_id`` on ``platform``; None: never installed."""
+        return await self._store.personal_chat(platform, user_id)

@@ -1,4 +1,5 @@
-"""Chat threads, the messages we posted (so cards can be updated), and named conversations."""
+"""Chat threads, the messages we posted (so cards can be updated), named conversations, and
+people's personal chats with the bot."""
 
 from __future__ import annotations
 
@@ -199,3 +200,38 @@ class ChatStore(StoreBase):
             else q.where(cc.c.conversation_id == conversation_id)
         )
         return await self.first_row(q, _conversation)
+
+    async def put_personal_chat(
+        self,
+        platform: str,
+        user_id: str,
+        conversation_id: str,
+        reference: dict[str, Any],
+        now: datetime,
+    ) -> None:
+        """Store (or replace) the personal chat of the person ``user_id`` on ``platform``."""
+
+        def work(conn: Connection) -> None:
+            cp = t.chat_personal
+            row = {"conversation_id": conversation_id, "reference": reference, "updated_at": now}
+            # Insert-or-nothing, then update: the two install events Teams sends at once
+            # cannot both insert.
+            conn.execute(
+                self.insert_ignore_on(cp, "platform", "user_id"),
+                {"platform": platform, "user_id": user_id, **row},
+            )
+            conn.execute(
+                update(cp).where(cp.c.platform == platform, cp.c.user_id == user_id).values(**row)
+            )
+
+        await self.db.transact(work)
+
+    async def personal_chat(self, platform: str, user_id: str) -> Conversation | None:
+        """The personal chat of ``user_id`` on ``platform`` (no name), or None."""
+        cp = t.chat_personal
+        return await self.first_row(
+            select(cp).where(cp.c.platform == platform, cp.c.user_id == user_id),
+            lambda row: Conversation(
+                row["platform"], row["conversation_id"], None, row["reference"]
+            ),
+        )

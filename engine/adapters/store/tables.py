@@ -267,6 +267,19 @@ chat_conversations = Table(
     UniqueConstraint("platform", "name", name="uq_chat_conversations_platform_name"),
 )
 
+# A person's own 1:1 chat with the bot, per platform, by their id there (a Teams AAD object
+# id): where a card addressed to them (``teams:@alice``) goes. The conversation's reference is
+# kept whole; ``conversation_id`` is there to be read, not joined.
+chat_personal = Table(
+    "chat_personal",
+    metadata,
+    Column("platform", String(16), primary_key=True),
+    Column("user_id", String(200), primary_key=True),
+    Column("conversation_id", String(500), nullable=False),
+    Column("reference", JSON, nullable=False),
+    _ts("updated_at", False),
+)
+
 api_tokens = Table(
     "api_tokens",
     metadata,
