@@ -1,7 +1,9 @@
 """What the bot does with each incoming Teams activity: translate it into one engine call as
 the person who acted, and the engine's answer into a card or a reply.
 
-    conversationUpdate / installationUpdate  store the conversation reference (bot installed)
+    conversationUpdate / installationUpdate  store the conversation reference (bot installed);
+                                             in a personal chat, as the person's (``personal``)
+    message "pending"                        the person's pending approvals (personal chat)
     message "subscribe <name>"               name this conversation teams:<name> (admins)
     message "gate ..." / "help"              the shared admin commands (engine.gate.commands)
     invoke adaptiveCard/action               grant | deny | takeover | release | refresh
@@ -27,22 +29,22 @@ from typing import Any
 from bot.replies import NO_REQUEST, NOTHING_CHANGED, VERBS, Refusal, decide, refusal
 from bot.teams.activities import ADAPTIVE_CARD, Incoming, InvokeReply, Outgoing, TurnReply
 from bot.teams.messages import approval_card, with_banner
+from bot.teams.personal import HELP_LINES, PersonalChat, reply_channel
 from cards.view import override_warning
 from engine.assembly import Engine
 from engine.config.sections import Person
 from engine.domain.approvers import override_of
 from engine.domain.errors import AlreadyDecided, InvalidRequest, NotFound, SignoffError
 from engine.domain.model import OutboxMessage, TakeoverRequest
-from engine.gate.commands import run_command
+from engine.gate.commands import HELP_TEXT, run_command
 
 log = logging.getLogger(__name__)
 
 PLATFORM = "teams"
 REPLY = "reply"  # the outbox kind of a reply to a message
-# The outbox channel of replies into one conversation: "teams:reply/<conversation id>". It is
-# no conversation name (those have no "/"); it only keeps one conversation's replies in order.
-REPLY_CHANNEL = "reply/"
-_CHANNEL_MAX = 300  # the outbox's channel column
+# The outbox channel of replies into one conversation: "teams:reply/<conversation id>"
+# (``personal.reply_channel``). It is no conversation name (those have no "/"); it only keeps
+# one conversation's replies in order.
 CARD_ACTION = "adaptiveCard/action"
 CONVERSATION_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}\Z")
 _MENTIONS = re.compile(r"<at>.*?</at>", re.IGNORECASE | re.DOTALL)
@@ -53,11 +55,13 @@ _SUBSCRIBE_USAGE = "Usage: subscribe <name> (lowercase letters, digits, _ . -; u
 class TeamsHandlers:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self.personal = PersonalChat(engine, self._say)
 
     async def on_activity(self, incoming: Incoming) -> TurnReply:
         if incoming.type in ("conversationUpdate", "installationUpdate"):
             if incoming.bot_added:
                 await self._remember(incoming)
+                await self.personal.installed(incoming, self._person(incoming))
             return TurnReply()
         if incoming.type == "message":
             return await self._message(incoming)
@@ -87,7 +91,14 @@ class TeamsHandlers:
             )
         who = self.engine.principal_for_person(person.name)
         words = text.split()
-        if words[0].lower() == "subscribe":
+        first = words[0].lower()
+        if first == "pending" and len(words) == 1:
+            await self.personal.pending(incoming, person)
+            return TurnReply()
+        await self.personal.remember(incoming)  # any message refreshes a personal chat's reference
+        if first == "help" and len(words) == 1:
+            return await self._say(incoming, f"{HELP_LINES}\n{HELP_TEXT}")
+        if first == "subscribe":
             if not who.is_admin:
                 return await self._say(
                     incoming, "Only an admin can subscribe a conversation; nothing changed."
@@ -109,13 +120,13 @@ class TeamsHandlers:
             f"channels: [teams:{name}] post their cards here.",
         )
 
-    async def _say(self, incoming: Incoming, text: str) -> TurnReply:
-        """Queue ``text`` as a reply in the conversation (and thread) ``incoming`` came from."""
-        channel = f"{PLATFORM}:{REPLY_CHANNEL}{incoming.conversation_id}"[:_CHANNEL_MAX]
+    async def _say(self, incoming: Incoming, text: str, *, key: str | None = None) -> TurnReply:
+        """Queue ``text`` as a reply in the conversation (and thread) ``incoming`` came from;
+        ``key``: its dedupe key, when saying it twice must not happen (a greeting)."""
         message = OutboxMessage(
-            channel=channel,
+            channel=reply_channel(incoming.conversation_id),
             kind=REPLY,
-            dedupe_key=f"{PLATFORM}:{REPLY}:{self.engine.ids.new_id()}",
+            dedupe_key=key or f"{PLATFORM}:{REPLY}:{self.engine.ids.new_id()}",
             payload={"reference": incoming.reference, "thread": incoming.thread, "text": text},
         )
         await self.engine.chat.queue_messages([message], self.engine.clock.now())

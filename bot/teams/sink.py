@@ -7,7 +7,19 @@ and group chats have no threads; messages simply follow each other. The id of ev
 is stored, so ``card_update`` rows can replace it for everyone (``update_activity``).
 
 ``reply`` rows (``bot.teams.handlers``) answer a message: they carry the conversation
-reference and thread of the message they answer, so they need no named conversation.
+reference and thread of the message they answer, so they need no named conversation; so do
+``listed_card`` rows, the cards "pending" shows in a personal chat (``bot.teams.personal``).
+
+A channel ``teams:@<person or group>`` is each one's personal chat with the bot: its card goes
+to every person of it with a Teams id whose personal chat is stored (they installed the bot).
+Someone without one is not reached: that is logged once per request and person (and recorded,
+so a retry does not log it again), and the others get the card. Of its notices, only reminders
+and escalations (which ask the person to act) are sent there; the decision itself shows on the
+card.
+
+Every copy of a request's card is updated on a decision (``update_activity``, each in its own
+conversation): a ``card_update`` row of a channel updates the copies posted for that channel,
+and the one of the request's first ``teams:`` channel also updates the copies "pending" listed.
 
 Failures become ``DeliveryError``: 429, 412, 502, 504 (and other 5xx, and no answer at all) are
 retried, after ``Retry-After`` when the connector gave one, else with the dispatcher's
@@ -24,14 +36,19 @@ from bot.teams.adapter import TeamsAdapter
 from bot.teams.handlers import REPLY
 from bot.teams.messages import approval_card, notice_message, reply
 from bot.teams.pacing import Throttled
+from bot.teams.personal import LISTED
 from engine.assembly import Engine
+from engine.config.channels import personal_target
 from engine.domain.errors import DeliveryError, NotFound
-from engine.domain.model import Conversation, OutboxRecord
+from engine.domain.model import ChatMessageRef, Conversation, OutboxRecord, TakeoverRequest
 
 log = logging.getLogger(__name__)
 
 PLATFORM = "teams"
 RETRIED_STATUSES = frozenset({429, 412, 502, 504})
+CARD = "card"  # a remembered card (chat_messages.kind), to update in place
+UNREACHED = "unreached"  # a person a card could not reach (logged once)
+PERSONAL_NOTICES = frozenset({"reminder", "escalated"})  # sent to personal chats
 
 
 class TeamsSink:
@@ -48,6 +65,12 @@ class TeamsSink:
         try:
             if message.kind == REPLY:
                 await self._reply(message)
+            elif message.kind == LISTED:
+                await self._listed(message)
+            elif message.kind == "card_update":
+                await self._update(message)
+            elif personal_target(message.channel) is not None:
+                await self._to_people(message)
             else:
                 await self._to_named(message)
         except ConnectorFailure as exc:
@@ -63,6 +86,120 @@ class TeamsSink:
             reference, reply(text), thread=thread if isinstance(thread, str) else None
         )
 
+    async def _listed(self, message: OutboxRecord) -> None:
+        """A card "pending" listed, into the personal chat that asked (its reference)."""
+        reference = message.payload.get("reference")
+        request = await self._request(message)
+        if not isinstance(reference, dict) or request is None:
+            raise DeliveryError("a listed card without a reference or request", permanent=True)
+        posted = await self._posted_cards(message)
+        if any(copy.data.get("outbox") == message.id for copy in posted):
+            return  # sent before a crash kept it from being marked sent: never post twice
+        await self._send_copy(message, request, reference, {"outbox": message.id})
+
+    async def _to_people(self, message: OutboxRecord) -> None:
+        """``teams:@<person or group>``: each one's personal chat (module docstring)."""
+        found = personal_target(message.channel)
+        request = await self._request(message)
+        if found is None or request is None:
+            raise DeliveryError("a personal card without a request", permanent=True)
+        people = [
+            (name, aad)
+            for name in self.engine.config.expand_people([found[1]])
+            if (person := self.engine.config.people.get(name)) is not None
+            if (aad := person.ids.get(PLATFORM)) is not None
+        ]
+        if message.kind == "card":
+            await self._card_to_people(message, request, people)
+        elif message.kind == "notice":
+            if message.payload.get("notice") in PERSONAL_NOTICES:  # else: the card shows it
+                await self._notice_to_people(message, request)
+        else:
+            raise DeliveryError(f"unknown message kind {message.kind!r}", permanent=True)
+
+    async def _card_to_people(
+        self, message: OutboxRecord, request: TakeoverRequest, people: list[tuple[str, str]]
+    ) -> None:
+        """The card to each person's personal chat; a retry skips those already sent to, and
+        those already found unreachable (logged once)."""
+        done = {c.data.get("person") for c in await self._posted_cards(message)}
+        unreached = await self._cards(request.id, UNREACHED)
+        done |= {c.data.get("person") for c in unreached if c.channel == message.channel}
+        for name, aad in people:
+            if name in done:
+                continue
+            chat = await self.engine.chat.personal_chat(PLATFORM, aad)
+            if chat is not None:
+                await self._send_copy(message, request, chat.reference, {"person": name})
+                continue
+            log.warning(
+                "teams: %s has no personal chat with the bot (never added it), so the card of "
+                "request %s for %s did not reach them",
+                name,
+                request.id,
+                message.channel,
+            )
+            await self._remember(message, request, UNREACHED, name)
+
+    async def _notice_to_people(self, message: OutboxRecord, request: TakeoverRequest) -> None:
+        """A reminder or escalation, beside each copy of the card sent for this channel."""
+        outgoing = await notice_message(self.engine, message)
+        if outgoing is None:
+            return
+        sent = await self._cards(request.id, kind="notice")
+        done = {c.data.get("person") for c in sent if c.data.get("outbox") == message.id}
+        for copy in await self._posted_cards(message):
+            name, reference = copy.data.get("person"), copy.data.get("reference")
+            if isinstance(name, str) and isinstance(reference, dict) and name not in done:
+                await self.adapter.send(reference, outgoing)
+                await self._remember(message, request, "notice", name)
+
+    async def _send_copy(
+        self,
+        message: OutboxRecord,
+        request: TakeoverRequest,
+        reference: dict[str, Any],
+        data: dict[str, Any],
+    ) -> None:
+        """Post the request's card into a chat and remember it there (with its reference)."""
+        card = await approval_card(self.engine, request)
+        activity_id = await self.adapter.send(reference, Outgoing(card=card))
+        await self.engine.chat.remember_message(
+            request.run_id,
+            request.id,
+            message.channel,
+            PLATFORM,
+            CARD,
+            activity_id,
+            self.engine.clock.now(),
+            data={**data, "reference": reference},
+        )
+
+    async def _remember(
+        self, message: OutboxRecord, request: TakeoverRequest, kind: str, person: str
+    ) -> None:
+        """Record that ``message`` was handled for ``person`` (a notice sent, a card that
+        could not reach them), so a retry of it skips them."""
+        await self.engine.chat.remember_message(
+            request.run_id,
+            request.id,
+            message.channel,
+            PLATFORM,
+            kind,
+            "",
+            self.engine.clock.now(),
+            data={"person": person, "outbox": message.id},
+        )
+
+    async def _request(self, message: OutboxRecord) -> TakeoverRequest | None:
+        request_id = message.request_id or message.payload.get("requestId")
+        if not isinstance(request_id, str):
+            return None
+        try:
+            return await self.engine.queries.get_takeover(request_id)
+        except NotFound:
+            return None
+
     async def _to_named(self, message: OutboxRecord) -> None:
         name = message.channel.partition(":")[2]
         conversation = await self.engine.chat.conversation(PLATFORM, name=name)
@@ -74,8 +211,6 @@ class TeamsSink:
             )
         if message.kind == "card":
             await self._card(message, conversation)
-        elif message.kind == "card_update":
-            await self._update(message, conversation)
         elif message.kind == "notice":
             await self._notice(message, conversation)
         else:
@@ -103,21 +238,47 @@ class TeamsSink:
             data={"thread": thread, "conversationId": conversation.conversation_id},
         )
 
-    async def _update(self, message: OutboxRecord, conversation: Conversation) -> None:
-        posted = await self._posted_cards(message)
-        if not posted or message.request_id is None:
+    async def _update(self, message: OutboxRecord) -> None:
+        """Replace every copy of the request's card this row owns (module docstring), each in
+        the conversation it was posted in."""
+        if message.request_id is None:
+            return
+        try:
+            request = await self.engine.queries.get_takeover(message.request_id)
+        except NotFound:
+            return
+        copies = _owned(await self._cards(message.request_id), message.channel, request)
+        if not copies:
             log.info("no Teams card to update for %s in %s", message.request_id, message.channel)
             return
-        request = await self.engine.queries.get_takeover(message.request_id)
         card = await approval_card(self.engine, request)
-        for ref in posted:
-            thread = ref.data.get("thread")
+        for copy in copies:
+            reference = await self._reference(copy)
+            if reference is None:
+                log.info("teams: the conversation of card %s is gone", copy.message_ref)
+                continue
+            thread = copy.data.get("thread")
             await self.adapter.update(
-                conversation.reference,
-                ref.message_ref,
+                reference,
+                copy.message_ref,
                 Outgoing(card=card),
                 thread=thread if isinstance(thread, str) else None,
             )
+
+    async def _reference(self, copy: ChatMessageRef) -> dict[str, Any] | None:
+        """The conversation reference a card was posted with: kept with it (personal chats),
+        or its named conversation's."""
+        kept = copy.data.get("reference")
+        if isinstance(kept, dict):
+            return kept
+        conversation_id = copy.data.get("conversationId")
+        if isinstance(conversation_id, str):
+            found = await self.engine.chat.conversation(PLATFORM, conversation_id=conversation_id)
+        else:
+            found = await self.engine.chat.conversation(
+                PLATFORM, name=copy.channel.partition(":")[2]
+            )
+        return found.reference if found is not None else None
 
     async def _notice(self, message: OutboxRecord, conversation: Conversation) -> None:
         outgoing = await notice_message(self.engine, message)
@@ -152,11 +313,29 @@ class TeamsSink:
         thread = await self.engine.chat.thread(message.run_id, message.channel)
         return thread.thread_ref if thread is not None else None
 
-    async def _posted_cards(self, message: OutboxRecord) -> list[Any]:
+    async def _posted_cards(self, message: OutboxRecord) -> list[ChatMessageRef]:
         if message.request_id is None:
             return []
-        found = await self.engine.chat.messages(request_id=message.request_id, kind="card")
-        return [m for m in found if m.channel == message.channel and m.platform == PLATFORM]
+        found = await self._cards(message.request_id)
+        return [m for m in found if m.channel == message.channel]
+
+    async def _cards(self, request_id: str, kind: str = CARD) -> list[ChatMessageRef]:
+        """The request's Teams messages of ``kind`` (its cards, by default), every channel."""
+        found = await self.engine.chat.messages(request_id=request_id, kind=kind)
+        return [m for m in found if m.platform == PLATFORM]
+
+
+def _owned(
+    copies: list[ChatMessageRef], channel: str, request: TakeoverRequest
+) -> list[ChatMessageRef]:
+    """The copies a ``card_update`` of ``channel`` updates: those posted for it and, for the
+    request's first ``teams:`` channel, those posted for none of its channels (listed)."""
+    first = next((c for c in request.channels if c.startswith(f"{PLATFORM}:")), None)
+    return [
+        copy
+        for copy in copies
+        if copy.channel == channel or (channel == first and copy.channel not in request.channels)
+    ]
 
 
 def _is_channel(conversation: Conversation) -> bool:

@@ -147,12 +147,17 @@ class Teams:
     async def install(
         self, conversation: str = CHANNEL, kind: str = "channel", by: str = "alice"
     ) -> None:
-        """The bot is added: Teams sends conversationUpdate with the bot in membersAdded."""
+        """The bot is added: Teams sends conversationUpdate with the bot in membersAdded. In a
+        personal chat the bot greets the person: this waits for the greeting, so that tests
+        counting what the bot posts next do not count it."""
         activity = self._base(conversation=conversation, kind=kind, user=by)
         activity.update(type="conversationUpdate", membersAdded=[{"id": BOT["id"]}])
         activity["channelData"]["eventType"] = "teamMemberAdded" if kind == "channel" else None
+        before = len(self.connector.posts(conversation))
         status, _ = await self.post(activity)
         assert status == 200
+        if kind == "personal":
+            await self.connector.wait_for(lambda c: len(c.posts(conversation)) > before)
 
     async def say(
         self, text: str, *, as_: str, conversation: str = CHANNEL, kind: str = "channel"
