@@ -58,6 +58,12 @@ refund:
        approvers: [finance], channels: [teams:playground], timeoutMinutes: 30}
     - {id: refund, type: connector, connector: demo-ledger, action: refund,
        args: {order: "{{ input.order }}", amount: "{{ input.amount }}"}}
+direct:
+  nodes:
+    - {id: approve, type: approval, reason: "Pay {{ input.amount }} to {{ input.payee }}",
+       approvers: [finance], channels: ["teams:@alex"], timeoutMinutes: 30}
+    - {id: pay, type: connector, connector: demo-ledger, action: refund,
+       args: {order: "{{ input.payee }}", amount: "{{ input.amount }}"}}
 """
 
 
