@@ -37,6 +37,7 @@ SCOPES = ["personal", "team", "groupChat"]
 # What Teams offers as you type to the bot (at most 10 per list; title <= 32, description
 # <= 128 characters). The grammar itself is engine.gate.commands.
 COMMANDS = [
+    ("pending", "Your approval requests waiting for a decision (in your personal chat)"),
     ("subscribe", "Name this conversation for approval cards: subscribe <name> (admins)"),
     ("gate status", "Show the confidence gate's settings and where each comes from"),
     ("gate on", "Switch the confidence gate on (admins)"),

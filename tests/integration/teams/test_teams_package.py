@@ -65,6 +65,7 @@ def test_the_package_holds_a_valid_manifest_and_its_icons(tmp_path):
     assert set(bot["scopes"]) == {"personal", "team", "groupChat"}
     titles = [c["title"] for c in bot["commandLists"][0]["commands"]]
     assert "subscribe" in titles and "gate threshold" in titles and "gate status" in titles
+    assert "pending" in titles and len(titles) <= 10  # Teams' limit per command list
     assert manifest["validDomains"] == ["signoff.example.com"]
 
     width, height, colour, _ = decode_png(color)
