@@ -131,6 +131,7 @@ class PersonalChat:
             entry.request
             for entry in page.entries
             if self.engine.approvals.refusal(entry.request, who) is None
+            if person.name not in {vote.person for vote in entry.request.votes}  # quorum
         ]
         return mine, page.next_cursor is not None
 

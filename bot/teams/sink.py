@@ -49,6 +49,9 @@ RETRIED_STATUSES = frozenset({429, 412, 502, 504})
 CARD = "card"  # a remembered card (chat_messages.kind), to update in place
 UNREACHED = "unreached"  # a person a card could not reach (logged once)
 PERSONAL_NOTICES = frozenset({"reminder", "escalated"})  # sent to personal chats
+# A chat the bot was removed from (403 BotNotInConversationRoster) or that is gone (404): the
+# person is unreachable there, which must not keep the card from the others.
+GONE_STATUSES = frozenset({403, 404})
 
 
 class TeamsSink:
@@ -129,13 +132,19 @@ class TeamsSink:
             if name in done:
                 continue
             chat = await self.engine.chat.personal_chat(PLATFORM, aad)
+            why = "has no personal chat with the bot (never added it)"
             if chat is not None:
-                await self._send_copy(message, request, chat.reference, {"person": name})
-                continue
+                try:
+                    await self._send_copy(message, request, chat.reference, {"person": name})
+                    continue
+                except ConnectorFailure as exc:
+                    if exc.status not in GONE_STATUSES:
+                        raise  # retried: those sent to already are skipped then
+                    why = f"has removed the bot from their personal chat (HTTP {exc.status})"
             log.warning(
-                "teams: %s has no personal chat with the bot (never added it), so the card of "
-                "request %s for %s did not reach them",
+                "teams: %s %s, so the card of request %s for %s did not reach them",
                 name,
+                why,
                 request.id,
                 message.channel,
             )
@@ -258,12 +267,17 @@ class TeamsSink:
                 log.info("teams: the conversation of card %s is gone", copy.message_ref)
                 continue
             thread = copy.data.get("thread")
-            await self.adapter.update(
-                reference,
-                copy.message_ref,
-                Outgoing(card=card),
-                thread=thread if isinstance(thread, str) else None,
-            )
+            try:
+                await self.adapter.update(
+                    reference,
+                    copy.message_ref,
+                    Outgoing(card=card),
+                    thread=thread if isinstance(thread, str) else None,
+                )
+            except ConnectorFailure as exc:
+                if exc.status not in GONE_STATUSES:
+                    raise  # retried: updating the copies done already again changes nothing
+                log.info("teams: card %s is gone (HTTP %s)", copy.message_ref, exc.status)
 
     async def _reference(self, copy: ChatMessageRef) -> dict[str, Any] | None:
         """The conversation reference a card was posted with: kept with it (personal chats),

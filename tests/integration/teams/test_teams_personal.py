@@ -43,6 +43,10 @@ direct:
        channels: ["teams:@finance"], timeoutMinutes: 30}
     - {id: refund, type: connector, connector: demo-ledger, action: refund,
        args: {order: "{{ input.order }}", amount: "{{ input.amount }}"}, next: end}
+two:
+  nodes:
+    - {id: approve, type: approval, reason: "Two of {{ input.order }}", approvers: [finance],
+       approvalsRequired: 2, channels: [teams:ops], timeoutMinutes: 30}
 """
 AGENT = Principal(name="token:agent", role=Role.AGENT, token="agent")
 
@@ -94,6 +98,12 @@ async def test_a_personal_install_stores_the_chat_and_greets_once(teams: Teams):
 
     # Installed in a channel, nobody's personal chat is stored.
     assert await teams.engine.store.personal_chat("teams", aad("alice")) is None
+
+    # help says what the personal chat offers, beside the admin commands.
+    await teams.say("help", as_="bob", conversation=chat, kind="personal")
+    await teams.connector.wait_for(lambda c: len(c.posts(chat)) == 2)
+    shown = texts(teams.connector.posts(chat)[-1].card)
+    assert "pending" in shown and "gate threshold" in shown
 
 
 async def test_a_stranger_is_told_who_to_ask(teams: Teams):
@@ -232,3 +242,33 @@ async def test_a_group_address_sends_each_approver_a_personal_card(
     assert len(teams.connector.posts(chat_of("bob"))) == 2
     await wait_status(teams.engine, run_id, RunStatus.COMPLETED)
     assert len(unreached()) == 7
+
+
+async def test_pending_leaves_out_what_the_person_has_already_approved(teams: Teams):
+    request_id = await start(teams, "two", "Q-1")
+    bob = Principal(name="bob", role=Role.APPROVER, person="bob")
+    await teams.engine.approvals.grant(request_id, bob)  # one of the two approvals
+    for name in ("bob", "carol"):
+        await teams.install(chat_of(name), kind="personal", by=name)
+    (answer,) = await pending(teams, "bob", cards=0)
+    assert "Nothing waits for your decision" in texts(answer.card)
+    _, card = await pending(teams, "carol", cards=1)
+    assert "Two of Q-1" in texts(card.card)
+
+
+async def test_a_chat_the_bot_was_removed_from_keeps_the_card_from_no_one_else(
+    teams: Teams, caplog: pytest.LogCaptureFixture
+):
+    caplog.set_level(logging.WARNING, logger="bot.teams")
+    for name in ("bob", "carol"):
+        await teams.install(chat_of(name), kind="personal", by=name)
+    teams.connector.fail_next(403)  # bob's card: BotNotInConversationRoster
+    await start(teams, "direct", "A-5")
+    await teams.connector.wait_for(lambda c: c.posts(chat_of("carol"))[1:])
+    assert teams.connector.posts(chat_of("bob"))[1:] == []
+    assert teams.connector.failed == [("send", 403)]
+
+    def removed() -> list[str]:
+        return [m for m in caplog.messages if m.startswith("teams: bob has removed the bot")]
+
+    assert len(await wait_for(removed)) == 1
