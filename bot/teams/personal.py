@@ -32,12 +32,12 @@ PLATFORM = "teams"
 LISTED = "listed_card"  # the outbox kind of a card shown by "pending"
 MAX_LISTED = 10  # cards one "pending" shows: 10 posts take Teams' pacing about 2 s
 GREETING = (
-    "Hi! I send you here the approval requests you are asked to decide. Write pending to see "
-    "what waits for you now, or help for everything I understand."
+    "Hi! I'll bring the approval requests you are asked to decide here. Write pending to see "
+    "what is waiting for you now, or help for everything I understand."
 )
 UNKNOWN = (
-    "Hi! I don't know you yet: an admin adds your Azure AD object id ({aad}) to people: in "
-    "Signoff's app.yaml, and then I send you here the approval requests you can decide."
+    "Hi! I don't know you yet: once an admin adds your Azure AD object id ({aad}) to people: "
+    "in Signoff's app.yaml, I'll bring the approval requests you can decide here."
 )
 NOT_HERE = (
     "pending lists your approvals in your personal chat with me, not here (what they ask is "
@@ -76,9 +76,9 @@ class PersonalChat:
         return True
 
     async def installed(self, incoming: Incoming, person: Person | None) -> None:
-        """The bot was added to a personal chat: remember it, and greet once per install event
-        (Teams sends conversationUpdate and installationUpdate together; only the first greets,
-        and a retried event, keeping its id, greets no second time)."""
+        """The bot was added to a personal chat: remember it, and greet once per install.
+        Teams sends conversationUpdate and installationUpdate together: only the former greets,
+        and a retried one, keeping its activity id, greets no second time."""
         if not await self.remember(incoming) or incoming.type != "conversationUpdate":
             return
         text = GREETING if person is not None else UNKNOWN.format(aad=incoming.sender_aad)

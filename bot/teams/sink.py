@@ -23,7 +23,9 @@ and the one of the request's first ``teams:`` channel also updates the copies "p
 
 Failures become ``DeliveryError``: 429, 412, 502, 504 (and other 5xx, and no answer at all) are
 retried, after ``Retry-After`` when the connector gave one, else with the dispatcher's
-exponential backoff; any other 4xx is permanent (the message cannot succeed as it is).
+exponential backoff; any other 4xx is permanent (the message cannot succeed as it is), except
+for one person of a ``teams:@`` address: a 403 or 404 there (the bot was removed from their
+chat) makes that person unreached, not the others.
 """
 
 from __future__ import annotations
