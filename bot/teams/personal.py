@@ -81,7 +81,13 @@ class PersonalChat:
         and a retried one, keeping its activity id, greets no second time."""
         if not await self.remember(incoming) or incoming.type != "conversationUpdate":
             return
-        text = GREETING if person is not None else UNKNOWN.format(aad=incoming.sender_aad)
+        if person is None:
+            text = UNKNOWN.format(aad=incoming.sender_aad)
+        else:
+            waiting, more = await self.decidable(person)
+            text = GREETING
+            if waiting:  # cards that could not reach them before: nothing was lost
+                text += f" {_waiting(len(waiting), more)} for you now."
         key = f"{PLATFORM}:greeting:{incoming.conversation_id}:{incoming.activity_id}"
         await self.say(incoming, text, key=key[:300])
 
@@ -96,13 +102,10 @@ class PersonalChat:
             await self.say(incoming, "Nothing waits for your decision.")
             return
         shown = mine[:MAX_LISTED]
-        if len(mine) == 1 and not more:
-            head = "1 approval request waits for your decision:"
-        else:
-            head = f"{len(mine)}{'+' if more else ''} approval requests wait for your decision"
-            if len(shown) < len(mine):
-                head += f"; the {len(shown)} oldest (decide them, then write pending again)"
-            head += ":"
+        head = f"{_waiting(len(mine), more)} for your decision"
+        if len(shown) < len(mine):
+            head += f"; the {len(shown)} oldest (decide them, then write pending again)"
+        head += ":"
         await self.say(incoming, head)
         listing = self.engine.ids.new_id()
         channel = reply_channel(incoming.conversation_id)
@@ -134,6 +137,13 @@ class PersonalChat:
             if person.name not in {vote.person for vote in entry.request.votes}  # quorum
         ]
         return mine, page.next_cursor is not None
+
+
+def _waiting(count: int, more: bool) -> str:
+    """ "1 approval request waits", "3 approval requests wait", "200+ approval requests wait"."""
+    if count == 1 and not more:
+        return "1 approval request waits"
+    return f"{count}{'+' if more else ''} approval requests wait"
 
 
 def reply_channel(conversation_id: str) -> str:

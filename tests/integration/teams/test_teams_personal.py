@@ -221,6 +221,11 @@ async def test_a_group_address_sends_each_approver_a_personal_card(
     await wait_for(recorded)
     assert len(unreached()) == 7 and any(m.startswith("teams: dave ") for m in unreached())
 
+    # dave adds the bot later: the greeting says a request waits for him.
+    await teams.install(chat_of("dave"), kind="personal", by="dave")
+    (greeting,) = teams.connector.posts(chat_of("dave"))
+    assert "1 approval request waits for you now" in texts(greeting.card)
+
     status, body = await teams.click(
         "grant",
         request_id,
