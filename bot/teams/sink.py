@@ -258,7 +258,7 @@ class TeamsSink:
             request = await self.engine.queries.get_takeover(message.request_id)
         except NotFound:
             return
-        copies = _owned(await self._cards(message.request_id), message.channel, request)
+        copies = owned_copies(await self._cards(message.request_id), message.channel, request)
         if not copies:
             log.info("no Teams card to update for %s in %s", message.request_id, message.channel)
             return
@@ -341,7 +341,7 @@ class TeamsSink:
         return [m for m in found if m.platform == PLATFORM]
 
 
-def _owned(
+def owned_copies(
     copies: list[ChatMessageRef], channel: str, request: TakeoverRequest
 ) -> list[ChatMessageRef]:
     """The copies a ``card_update`` of ``channel`` updates: those posted for it and, for the
