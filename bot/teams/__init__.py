@@ -7,9 +7,11 @@ This package's own module imports nothing, so that ``signoff teams package`` (``
 without the Bot Framework SDK. Modules: ``channel`` (the record and its install), ``adapter``
 (the only one importing the Bot Framework SDK), ``activities`` (the plain types it exchanges
 with the rest), ``tokens`` (the JWT check before the body is read),
-``handlers`` (activities to engine calls, through ``bot.replies``), ``messages`` (cards and
-notices as Teams shows them), ``sink`` (outbox delivery), ``pacing`` (Teams rate limits),
-``package`` (``signoff teams package``).
+``handlers`` (activities to engine calls, through ``bot.replies``), ``personal`` (a person's
+1:1 chat with the bot: install, ``pending``), ``messages`` (cards and notices as Teams shows
+them), ``sink`` (outbox delivery, ``teams:@<person or group>`` included), ``pacing`` (Teams
+rate limits), ``refusals`` (the bounded log of refused requests), ``package`` (``signoff teams
+package``).
 
 An endpoint that cannot verify its caller acts on nothing. With ``teams.appId`` set, every
 request must carry a Bot Framework JWT from the configured issuer for that app id; it is
