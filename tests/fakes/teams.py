@@ -138,7 +138,9 @@ class FakeConnector:
         app.router.add_put(base + "/{activity}", self._update)
         self._runner = web.AppRunner(app, shutdown_timeout=0.1)
         await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        # ``port`` 0 picks a free one; a test restarting Signoff may bring the connector back
+        # on the port it had, as Teams keeps a conversation's serviceUrl.
+        await web.TCPSite(self._runner, "127.0.0.1", self.port).start()
         self.port = self._runner.addresses[0][1]
         return self
 

@@ -24,6 +24,7 @@ from teamsharness import (
 )
 
 from engine.domain.model import Principal, Role, RunStatus
+from tests.fakes.teams import FakeConnector
 from tests.support.engines import wait_for, wait_status
 
 WORKFLOWS = """
@@ -277,3 +278,17 @@ async def test_a_chat_the_bot_was_removed_from_keeps_the_card_from_no_one_else(
         return [m for m in caplog.messages if m.startswith("teams: bob has removed the bot")]
 
     assert len(await wait_for(removed)) == 1
+
+
+async def test_the_personal_chat_survives_a_restart(migrated_db_url):
+    async with running_teams(migrated_db_url, WORKFLOWS) as first:
+        await first.install(chat_of("bob"), kind="personal", by="bob")
+        port = first.connector.port
+    # A new process on the same database; Teams' service is where it was.
+    async with running_teams(
+        migrated_db_url, WORKFLOWS, connector=FakeConnector(port=port)
+    ) as second:
+        await start(second, "direct", "R-1")
+        await second.connector.wait_for(lambda c: c.posts(chat_of("bob")))
+        (card,) = second.connector.posts(chat_of("bob"))
+        assert "Direct R-1" in texts(card.card)
