@@ -44,6 +44,10 @@ direct:
        channels: ["teams:@finance"], timeoutMinutes: 30}
     - {id: refund, type: connector, connector: demo-ledger, action: refund,
        args: {order: "{{ input.order }}", amount: "{{ input.amount }}"}, next: end}
+reminded:
+  nodes:
+    - {id: approve, type: approval, reason: "Remind {{ input.order }}", approvers: [bob, carol],
+       channels: ["teams:@bob", "teams:@carol"], timeoutMinutes: 30, remindBeforeMinutes: 10}
 two:
   nodes:
     - {id: approve, type: approval, reason: "Two of {{ input.order }}", approvers: [finance],
@@ -292,3 +296,18 @@ async def test_the_personal_chat_survives_a_restart(migrated_db_url):
         await second.connector.wait_for(lambda c: c.posts(chat_of("bob")))
         (card,) = second.connector.posts(chat_of("bob"))
         assert "Direct R-1" in texts(card.card)
+
+
+async def test_a_reminder_follows_the_card_into_the_personal_chat(teams: Teams):
+    await teams.install(chat_of("bob"), kind="personal", by="bob")  # carol never did
+    await start(teams, "reminded", "M-1")
+    await teams.connector.wait_for(lambda c: c.posts(chat_of("bob"))[1:])
+
+    teams.clock.advance(minutes=21)
+    await teams.engine.sweeper.sweep_once()
+    await teams.connector.wait_for(lambda c: c.posts(chat_of("bob"))[2:])
+    _greeting, card, reminder = teams.connector.posts(chat_of("bob"))
+    assert "Remind M-1" in texts(card.card)
+    assert "Reminder" in texts(reminder.card)
+    assert_valid_card(reminder.card)
+    assert teams.connector.posts(chat_of("carol")) == []
