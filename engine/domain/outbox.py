@@ -3,8 +3,10 @@
 A message is written ``pending`` with the event that caused it. A dispatcher claims it for a
 while (the claim is not a status: a lapsed claim leaves the message pending for the next
 one), then marks it ``sent``, leaves it pending to retry at a later time, or marks it
-``failed`` for good. Within a channel, updates of cards already posted go first: a decision's
-card update must not wait behind a busy channel's queue of new cards.
+``failed`` for good. Within a channel, what a decision changes goes first: the update of its
+card and the notice that says who decided. Neither may wait behind a busy channel's queue of
+new cards (the notice once came 71-83 s after the click, behind 40 queued cards, while the card
+update took 2 s).
 """
 
 from __future__ import annotations
@@ -27,8 +29,20 @@ OUTBOX_ALLOWED: dict[OutboxStatus, frozenset[OutboxStatus]] = {
 }
 
 URGENT_KINDS = ("card_update",)  # claimed and sent before the rest of their channel
+# Notices about a decided request (``engine.domain.notify.card_changed``): they go with its
+# card update, in the order they were queued (the update first).
+URGENT_NOTICES = ("decision", "expired")
+
+
+def is_urgent(message: OutboxRecord) -> bool:
+    """Whether ``message`` goes before its channel's other messages: a card update, or the
+    notice of the decision that caused one."""
+    if message.kind in URGENT_KINDS:
+        return True
+    return message.kind == "notice" and message.payload.get("notice") in URGENT_NOTICES
 
 
 def priority(message: OutboxRecord) -> tuple[int, int]:
-    """The order a channel's claimed messages go out in: card updates first, then by id."""
-    return (0 if message.kind in URGENT_KINDS else 1, message.id)
+    """The order a channel's claimed messages go out in: what a decision changed first, then by
+    id."""
+    return (0 if is_urgent(message) else 1, message.id)

@@ -7,12 +7,13 @@ faster than the sink's ``min_interval``. A sink raises ``DeliveryError`` to ask 
 (with the remote's ``Retry-After`` when it gave one) or to give up for good; retries back off
 exponentially up to ``MAX_ATTEMPTS``.
 
-Priority. Updates of cards already posted go before new posts: the store claims them first,
-and a channel sending a claimed batch, when woken by newly queued messages, checks for a due
-card update of its own and, if there is one, hands the rest of its batch back, so the next
-claim puts the update first. (Ephemeral answers to clicks do not queue here at all: they go
-straight to the click's ``response_url``.) Moving an update ahead is safe: a card not posted
-yet is posted with its current state, and the update then finds nothing to change.
+Priority. Updates of cards already posted, and the notices of the decisions that caused them,
+go before new posts (``engine.domain.outbox.is_urgent``): the store claims them first, and a
+channel sending a claimed batch, when woken by newly queued messages, checks for a due card
+update of its own and, if there is one, hands the rest of its batch back, so the next claim
+puts the update (and its notice) first. (Ephemeral answers to clicks do not queue here at
+all: they go straight to the click's ``response_url``.) Moving an update ahead is safe: a card
+not posted yet is posted with its current state, and the update then finds nothing to change.
 
 Claims. A dispatcher claims a batch of due messages for ``hold``, which the engine sets to
 ``server.leaseSeconds``: a replica that dies mid-delivery leaves its claimed messages to the
@@ -33,7 +34,7 @@ from datetime import datetime, timedelta
 from engine.background import BackgroundLoop, cancel_and_wait
 from engine.domain.errors import DeliveryError, SignoffError
 from engine.domain.model import OutboxRecord
-from engine.domain.outbox import URGENT_KINDS
+from engine.domain.outbox import is_urgent
 from engine.ports import Clock
 from engine.ports.sink import Sink
 from engine.ports.store import OutboxStore
@@ -145,7 +146,7 @@ class Dispatcher(BackgroundLoop):
         loop = asyncio.get_running_loop()
         wakes = self._wakes
         for index, message in enumerate(messages):
-            if index and self._wakes != wakes and message.kind not in URGENT_KINDS:
+            if index and self._wakes != wakes and not is_urgent(message):
                 wakes = self._wakes  # asked once per wake-up, not once per message
                 if await self._update_waiting(channel):
                     await self.store.release_claims([m.id for m in messages[index:]], self.owner)

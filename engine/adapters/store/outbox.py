@@ -2,8 +2,8 @@
 
 A dispatcher claims due messages for a short time (so two replicas never send the same one at
 once), then marks each sent, to retry at a time, or failed for good (the lifecycle is
-``engine.domain.outbox``). Updates of cards already posted (``URGENT_KINDS``) are claimed
-ahead of everything else.
+``engine.domain.outbox``). What a decision changed (``is_urgent``: card updates and the
+notices of decisions) is claimed ahead of everything else.
 
 Marking a message sent or failed is not fenced by its status: the claim is the fence, and a
 dispatcher whose claim lapsed under a send still records what happened to it."""
@@ -23,7 +23,7 @@ from engine.adapters.store.fast import Fast
 from engine.adapters.store.statuses import status_in
 from engine.adapters.store.tables import UTCDateTime
 from engine.domain.model import OutboxMessage, OutboxRecord
-from engine.domain.outbox import URGENT_KINDS, OutboxStatus, priority
+from engine.domain.outbox import URGENT_KINDS, URGENT_NOTICES, OutboxStatus, priority
 
 _PENDING = (OutboxStatus.PENDING,)
 
@@ -53,6 +53,15 @@ def _due(now: Any) -> ColumnElement[bool]:
     )
 
 
+def _urgent() -> ColumnElement[bool]:
+    """``engine.domain.outbox.is_urgent`` as SQL."""
+    ob = t.outbox
+    return or_(
+        ob.c.kind.in_(URGENT_KINDS),
+        and_(ob.c.kind == "notice", ob.c.payload["notice"].as_string().in_(URGENT_NOTICES)),
+    )
+
+
 _ANY_DUE = Fast(select(t.outbox.c.id).where(_due(bindparam("now", type_=UTCDateTime()))).limit(1))
 
 
@@ -75,7 +84,7 @@ class OutboxStore(StoreBase):
         due = _due(now)
 
         def work(conn: Connection) -> list[OutboxRecord]:
-            urgent_first = case((ob.c.kind.in_(URGENT_KINDS), 0), else_=1)
+            urgent_first = case((_urgent(), 0), else_=1)
             pick = select(ob.c.id).where(due).order_by(urgent_first, ob.c.id).limit(limit)
             if not self.db.is_sqlite:
                 pick = pick.with_for_update(skip_locked=True)
@@ -92,16 +101,12 @@ class OutboxStore(StoreBase):
         return await self.db.transact(work)
 
     async def urgent_due(self, channel: str, now: datetime) -> bool:
-        """Whether a card update for ``channel`` is due and unclaimed (it was queued after the
-        batch being sent was claimed)."""
+        """Whether a card update (or a decision's notice) for ``channel`` is due and unclaimed
+        (it was queued after the batch being sent was claimed)."""
         ob = t.outbox
 
         def work(conn: Connection) -> bool:
-            q = (
-                select(ob.c.id)
-                .where(_due(now), ob.c.channel == channel, ob.c.kind.in_(URGENT_KINDS))
-                .limit(1)
-            )
+            q = select(ob.c.id).where(_due(now), ob.c.channel == channel, _urgent()).limit(1)
             return conn.execute(q).first() is not None
 
         return await self.db.transact(work, write=False)

@@ -217,7 +217,8 @@ async def test_the_fake_refuses_what_slack_refuses() -> None:
 
 async def test_a_decisions_card_update_goes_before_queued_new_cards(migrated_db_url: str) -> None:
     """A busy channel: 39 new cards claimed and going out behind the pacing. A decision on the
-    first card updates it next, not after the other 39 (it waited 42 s behind them)."""
+    first card updates it next, not after the other 39 (it waited 42 s behind them), and its
+    notice in the card's thread follows the update at once."""
     async with running_slack(
         migrated_db_url, FLOWS, rate=8, min_interval=0.125, clock=SystemClock()
     ) as h:
@@ -253,6 +254,24 @@ async def test_a_decisions_card_update_goes_before_queued_new_cards(migrated_db_
 
         await wait_for(updated, timeout=60)
         cards_then = len([m for m in h.slack.posted(BURST_CHANNEL) if m.thread_ts is None])
+
+        async def noticed() -> list:
+            return [m for m in h.slack.posted(BURST_CHANNEL) if m.thread_ts == first.ts]
+
+        (notice,) = await wait_for(noticed, timeout=60)
+        assert notice.dedupe is not None and notice.dedupe.startswith("notice:decision:")
+        # The decision's notice goes with its card update: the very next call into the channel,
+        # before any of the new cards still queued (it came 71-83 s late behind 40 of them).
+        into_channel = [
+            c
+            for c in h.slack.calls
+            if c.method in ("chat.postMessage", "chat.update")
+            and c.args.get("channel") == BURST_CHANNEL
+            and c.error is None
+        ]
+        (update_at,) = [i for i, c in enumerate(into_channel) if c.method == "chat.update"]
+        after = into_channel[update_at + 1]
+        assert after.method == "chat.postMessage" and after.args.get("thread_ts") == first.ts
 
         async def all_posted() -> bool:
             return len([m for m in h.slack.posted(BURST_CHANNEL) if m.thread_ts is None]) >= 40
