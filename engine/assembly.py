@@ -125,6 +125,7 @@ class Engine:
                 clock=self.clock,
                 ids=self.ids,
                 expand_people=config.expand_people,
+                expand_channels=config.expand_channels,
                 call_python=self.tools.call,
                 default_approvers=config.approvers,
                 sampler=self.sampler,

@@ -17,7 +17,7 @@ from types import MappingProxyType
 from typing import Any
 
 from engine.config.app import AppConfig
-from engine.config.channels import CHANNEL_SECTIONS, PERSON_IDS, target_problem
+from engine.config.channels import CHANNEL_SECTIONS, PERSON_IDS, person_problem, target_problem
 from engine.config.connectors import parse_connectors
 from engine.config.policies import parse_rules, principal_checker
 from engine.config.sections import (
@@ -107,7 +107,9 @@ def parse_data(
     }
 
     def channel_problem(channel: str) -> str | None:
-        return target_problem(channel, sections, people, groups)
+        return target_problem(channel, sections, people, groups) or person_problem(
+            channel, [*people, *groups]
+        )
 
     rule_problems: list[str] = []
     connectors = parse_connectors(

@@ -192,6 +192,7 @@ class HeldCalls:
         now = self.clock.now()
         expires = deadline(now, decision.timeout_minutes, self.config.approvals.ttl_seconds)
         names = approver_names(decision.approvers, self.config.approvers)
+        deciders = self._deciders(names, call.session)
         return TakeoverRequest(
             id=self.ids.new_id(),
             run_id=new.id,
@@ -201,9 +202,9 @@ class HeldCalls:
             reason=call.reason or summary,
             created_at=now,
             expires_at=expires,
-            approvers=self._deciders(names, call.session),
+            approvers=deciders,
             timeout_behavior=TimeoutBehavior.AUTO_REJECT,
-            channels=tuple(dict.fromkeys(decision.channels)),
+            channels=self.config.expand_channels(decision.channels, deciders),
             requested_by=new.requested_by,
             details={
                 "connector": connector,

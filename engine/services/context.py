@@ -38,6 +38,11 @@ class Services:
     # handed in by assembly).
     call_python: Callable[[Node, dict[str, Any]], Awaitable[Any]]
     default_approvers: tuple[str, ...] = ()  # app.yaml `approvers:`: a node naming nobody
+    # (channels, the request's approvers as people) -> one address per person for addresses
+    # to people (``engine.config.channels.expand_channels``: ``slack:dm``, ``slack:@group``).
+    expand_channels: Callable[[Sequence[str], Sequence[str]], tuple[str, ...]] = (
+        lambda channels, _: tuple(channels)
+    )
     sampler: Sampler | None = None
     gate: StepGate | None = None
     wake: Callable[[], None] = lambda: None  # runs became ready

@@ -70,6 +70,8 @@ class Parking(RunWriter):
     ) -> RunStatus | None:
         s = self.s
         names = approver_names(approvers or (), node.approvers, s.default_approvers)
+        people = s.expand_people(names)
+        chosen = channels if channels is not None else node.channels
         request = build_request(
             request_id=s.ids.new_id(),
             now=s.clock.now(),
@@ -81,8 +83,8 @@ class Parking(RunWriter):
             args=args,
             target=target,
             confidence=confidence,
-            channels=channels,
-            approvers=s.expand_people(names),
+            channels=s.expand_channels(chosen, people),
+            approvers=people,
             escalate_to=s.expand_people(node.escalate_to),
             written=(*names, *node.escalate_to),
         )

@@ -302,7 +302,7 @@ def test_a_malformed_rule_is_reported_with_the_other_problems_not_after_them() -
         'policies[0].decision: must be allow, ask or block, got string "blok"',
         "server.port: must be 1..65535, got 99999",
         "workflows.refund.nodes[0].channels[0]: slack channel must be a channel id like "
-        'C0123ABCD, got "#general"',
+        'C0123ABCD, @<person or group> or dm, got "#general"',
     ]
 
 

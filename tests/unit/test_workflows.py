@@ -248,12 +248,13 @@ def test_timeout_out_of_range_has_the_exact_message() -> None:
         pytest.param(
             one_node(type="approval", channels=["slack:#general"]),
             "workflows.wf.nodes[0].channels[0]: slack channel must be a channel id like "
-            'C0123ABCD, got "#general"',
+            'C0123ABCD, @<person or group> or dm, got "#general"',
             id="slack-channel",
         ),
         pytest.param(
             one_node(type="approval", channels=["email:bob"]),
             "workflows.wf.nodes[0].channels[0]: must be web, slack:<channel id>, "
+            "slack:@<person or group>, slack:dm, "
             'teams:<conversation name> or webhook:<name>, got "email:bob"',
             id="unknown-channel",
         ),

@@ -5,6 +5,10 @@ A channel (``bot/<channel>/`` registers it, ``bot.channels`` lists it) owns an a
 never imports ``bot``, so the syntax of each lives here, as data: card destinations are
 checked against it (``check_channel``), the stored-workflow JSON schema is built from it
 (``channel_pattern``), and a channel that needs credentials says which (``channel_warnings``).
+A channel that reaches people (``ChannelAddress.people``: Slack) also takes
+``<name>:@<person or group>`` (each person's direct message; an unknown name is a config error,
+``person_problem``) and ``<name>:dm`` (each approver of the request); ``expand_channels``
+turns both into one ``<name>:@<person>`` per person when a request is made.
 Besides the addresses: the ``people:`` fields holding a person's id on a channel
 (``PERSON_IDS``, read into ``Person.ids``) and each channel's own top-level section of
 ``app.yaml`` (``CHANNEL_SECTIONS``; records and parsers in ``.sections``), which ``AppConfig``
@@ -54,6 +58,8 @@ __all__ = [
     "channel_states",
     "channel_warnings",
     "check_channel",
+    "expand_channels",
+    "person_problem",
     "personal_problem",
     "personal_target",
     "target_problem",
@@ -78,6 +84,8 @@ class ChannelAddress:
     # The prefix of targets naming a person or group of ``people:``/``groups:`` rather than a
     # place: the card goes to each one's own chat with the bot (``personal_problem``).
     personal: str | None = None
+    # Whether it reaches people directly: ``<name>:@<person or group>`` and ``<name>:dm``.
+    people: bool = False
 
     def matches_target(self, target: str) -> bool:
         return self.target is not None and re.fullmatch(self.target, target) is not None
@@ -90,10 +98,14 @@ CHANNEL_ADDRESSES: tuple[ChannelAddress, ...] = (
     ChannelAddress(
         "slack",
         r"[CGD][A-Z0-9]{2,}",
-        "slack:<channel id>",
-        bad_target="slack channel must be a channel id like C0123ABCD, got {target}",
+        "slack:<channel id>, slack:@<person or group>, slack:dm",
+        bad_target=(
+            "slack channel must be a channel id like C0123ABCD, @<person or group> or dm, "
+            "got {target}"
+        ),
         needs=("Slack", "slack.botToken and slack.signingSecret"),
         state=slack_state,
+        people=True,
     ),
     ChannelAddress(
         "teams",
@@ -117,14 +129,62 @@ PERSON_IDS: tuple[PersonId, ...] = (
 )
 
 
+PERSONAL = "@"  # <channel>:@<person or group>: their direct messages
+EACH_APPROVER = "dm"  # <channel>:dm: each approver of the request, in direct messages
+_PERSON_TARGET = f"{PERSONAL}{NAME}|{EACH_APPROVER}"
+
+
 def _shapes() -> str:
     shapes = [a.shape for a in CHANNEL_ADDRESSES]
     return ", ".join(shapes[:-1]) + " or " + shapes[-1]
 
 
+def _personal(channel: str) -> tuple[str, str] | None:
+    """(channel name, target) of an address to people (``@<name>`` or ``dm``), else None."""
+    kind, sep, target = channel.partition(":")
+    if not sep or re.fullmatch(_PERSON_TARGET, target) is None:
+        return None
+    if not any(a.people and a.name == kind for a in CHANNEL_ADDRESSES):
+        return None
+    return kind, target
+
+
+def person_problem(channel: str, names: Collection[str]) -> str | None:
+    """Why ``channel`` names a person or group that is not among ``names`` (``people:`` and
+    ``groups:``), or None."""
+    found = _personal(channel)
+    if found is None or not found[1].startswith(PERSONAL):
+        return None
+    name = found[1][len(PERSONAL) :]
+    if name in names:
+        return None
+    hint = suggest(name, names, list_all=False)
+    return f"unknown person or group {json.dumps(name)} (people: and groups:){hint}"
+
+
+def expand_channels(
+    channels: Iterable[str], approvers: Iterable[str], expand: Callable[[Iterable[str]], Any]
+) -> tuple[str, ...]:
+    """``channels`` with each address to people as one ``<name>:@<person>`` per person, each
+    once: ``<name>:dm`` for each of ``approvers`` (people), ``<name>:@<group>`` for each of
+    its members (``expand``: groups to people). Other addresses stay as they are."""
+    out: list[str] = []
+    for channel in channels:
+        found = _personal(channel)
+        if found is None:
+            out.append(channel)
+            continue
+        kind, target = found
+        people = approvers if target == EACH_APPROVER else expand([target[len(PERSONAL) :]])
+        out.extend(f"{kind}:{PERSONAL}{person}" for person in people)
+    return tuple(dict.fromkeys(out))
+
+
 def check_channel(channel: str) -> str | None:
     """Why ``channel`` is not a valid card destination, or None when it is."""
     kind, sep, target = channel.partition(":")
+    if _personal(channel) is not None:
+        return None
     for address in CHANNEL_ADDRESSES:
         if address.target is None:
             if channel == address.name:
@@ -140,7 +200,12 @@ def check_channel(channel: str) -> str | None:
 def channel_pattern() -> str:
     """Every valid address as one pattern (unanchored), for the stored-workflow schema."""
     return "|".join(
-        a.name if a.target is None else f"{a.name}:{a.target}" for a in CHANNEL_ADDRESSES
+        a.name
+        if a.target is None
+        else f"{a.name}:(?:{a.target}|{_PERSON_TARGET})"
+        if a.people
+        else f"{a.name}:{a.target}"
+        for a in CHANNEL_ADDRESSES
     )
 
 
@@ -276,7 +341,17 @@ class ChannelSections:
         raise KeyError(kind.__name__)
 
     def target_problem(self, channel: str) -> str | None:
-        return target_problem(channel, self.channel_sections, self.people, self.groups)
+        """Why ``channel`` names a target, person or group this configuration lacks."""
+        return target_problem(
+            channel, self.channel_sections, self.people, self.groups
+        ) or person_problem(channel, [*self.people, *self.groups])
+
+    def expand_channels(self, channels: Iterable[str], approvers: Iterable[str]) -> tuple[str, ...]:
+        """``expand_channels`` under this configuration's groups."""
+        groups = self.groups
+        return expand_channels(
+            channels, approvers, lambda names: [p for n in names for p in groups.get(n, (n,))]
+        )
 
     def person_by(self, channel: str, user_id: str) -> Person | None:
         """The person whose id on ``channel`` (``Person.ids``) is ``user_id``."""
