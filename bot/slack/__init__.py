@@ -7,7 +7,9 @@ notices. Every slack_bolt / slack_sdk import lives in this package. Modules:
     bolt.py        the AsyncApp: verification, authorization, listeners
     actions.py     card buttons and the deny modal
     commands.py    /signoff and @mentions
-    sink.py        outbox delivery: threads, dedupe, rate limits, errors
+    sink.py        outbox delivery: threads, direct messages, posting once, rate limits, errors
+    refused.py     telling the decider when Slack refuses a card update
+    people.py      a person's Slack id (the one seam) and their direct message channel
     render.py      outbox records as Slack messages (through ``cards``)
     api.py         the Web API calls, on one session
     background.py  follow-up work after an acknowledgement
@@ -29,7 +31,7 @@ from bot.slack.shape import shape_problem, signed, timestamp_problem
 from bot.slack.sink import SlackSink
 from engine.assembly import Engine
 
-NAME = "slack"  # its address prefix in channels: (slack:<channel id>)
+NAME = "slack"  # its address prefix in channels: (slack:<channel id>, slack:@<person>, slack:dm)
 EVENTS_PATH = "/slack/events"
 log = logging.getLogger(__name__)
 

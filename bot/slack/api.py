@@ -5,8 +5,11 @@ Every call goes through ``SlackApi`` so that:
 * one ``aiohttp.ClientSession`` (created in the running loop on first use, closed at shutdown)
   carries every request, instead of a new connection per call;
 * the SDK's own retry handlers are off: a ``chat.postMessage`` retried inside the SDK after a
-  connection reset could post twice, unseen. Retries belong to the outbox, where a retried
-  delivery first looks for its message (``find_posted``) before posting again;
+  connection reset could post twice, unseen. Retries belong to the outbox, which knows from
+  its own records whether an earlier attempt may have posted (``bot.slack.sink``);
+* no call reads a conversation (``conversations.history`` / ``replies``): Slack allows apps
+  outside its Marketplace one such request a minute, so everything Signoff needs to know about
+  its messages is in its own database;
 * ``slack.apiBaseUrl`` points every call at Slack or at a local fake;
 * the proxy is the one curl's ``NO_PROXY`` rules choose for each URL (``engine.domain.proxies``,
   the environment read once at start): slack_sdk reads ``HTTPS_PROXY`` itself and ignores
@@ -36,8 +39,6 @@ from engine.domain.proxies import ProxySettings
 log = logging.getLogger(__name__)
 
 METADATA_EVENT = "signoff_outbox"  # message metadata event_type of every message we post
-HISTORY_PAGES = 5  # pages of 200 messages searched for an earlier attempt's message
-PAGE_SIZE = 200
 TIMEOUT_SECONDS = 10
 
 
@@ -138,34 +139,16 @@ class SlackApi:
             channel=channel, ts=ts, text=message["text"], blocks=message.get("blocks")
         )
 
-    async def find_posted(self, channel: str, thread_ts: str | None, dedupe_key: str) -> str | None:
-        """The ts of a message an earlier attempt posted with ``dedupe_key``, if Slack has it:
-        searched in the thread (``conversations.replies``) or, for a thread root, in the
-        channel's recent history (``conversations.history``), with metadata included."""
-        cursor: str | None = None
-        for _ in range(HISTORY_PAGES):
-            args: dict[str, Any] = {
-                "channel": channel,
-                "include_all_metadata": True,
-                "limit": PAGE_SIZE,
-            }
-            if cursor:
-                args["cursor"] = cursor
-            if thread_ts is not None:
-                response = await self.client.conversations_replies(ts=thread_ts, **args)
-            else:
-                response = await self.client.conversations_history(**args)
-            for message in response.get("messages") or []:
-                metadata = message.get("metadata") or {}
-                payload = metadata.get("event_payload") or {}
-                if metadata.get("event_type") == METADATA_EVENT and payload.get("dedupe") == (
-                    dedupe_key
-                ):
-                    return str(message["ts"])
-            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
-            if not cursor:
-                return None
-        return None
+    async def open_dm(self, user_id: str) -> str:
+        """The channel id of the bot's direct message with ``user_id`` (``conversations.open``,
+        scope ``im:write``; Slack answers the same IM each time)."""
+        response = await self.client.conversations_open(users=user_id)
+        return str((response.get("channel") or {})["id"])
+
+    async def tell(self, channel: str, user_id: str, text: str) -> None:
+        """An ephemeral message to ``user_id`` in ``channel`` (``chat.postEphemeral``): only
+        they see it, and only while they are a member there."""
+        await self.client.chat_postEphemeral(channel=channel, user=user_id, text=text)
 
     async def permalink(self, channel: str, ts: str) -> str | None:
         try:

@@ -16,8 +16,6 @@ import logging
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
-from slack_bolt.request.async_request import AsyncBoltRequest
-from slack_sdk.errors import SlackApiError
 
 from bot.api.views import approval_url
 from bot.slack.api import SlackApi
@@ -148,28 +146,19 @@ class Commands:
                     return link
         return approval_url(self.engine.config.server.public_url, request.id)
 
-    async def mentioned(self, event: dict[str, Any], request: AsyncBoltRequest) -> None:
+    async def mentioned(self, event: dict[str, Any]) -> None:
         """An @mention gets a pointer to the help, in its thread (events are acked by bolt).
         Slack's retries of the event (same ``event_id``) never get here: ``ActOnce`` answers
-        them, on any replica (``bot/slack/once.py``)."""
+        them, on any replica (``bot/slack/once.py``), from the database: Signoff never reads
+        the thread to see whether it answered already."""
         channel, ts = event.get("channel"), event.get("thread_ts") or event.get("ts")
         if not isinstance(channel, str) or not isinstance(ts, str):
             return
-        retried = bool(request.headers.get("x-slack-retry-num"))
         text = "Hi! Type `/signoff help` to see what I do, or `/signoff pending` for your queue."
-        self.background.spawn(self._reply(channel, ts, text, retried=retried), "mention")
+        self.background.spawn(self._reply(channel, ts, text), "mention")
 
-    async def _reply(self, channel: str, ts: str, text: str, *, retried: bool) -> None:
+    async def _reply(self, channel: str, ts: str, text: str) -> None:
         key = f"mention:{channel}:{ts}"
-        if retried:  # another replica may have answered the first delivery
-            try:
-                found = await self.api.find_posted(channel, ts, key)
-            except SlackApiError as exc:  # no history scope: a second reply beats none
-                log.warning("cannot search %s for %s (%s); replying", channel, key, exc)
-                found = None
-            if found is not None:
-                log.info("the reply to the mention %s %s was posted before", channel, ts)
-                return
         await self.api.post(channel, {"text": text}, thread_ts=ts, dedupe_key=key)
 
 

@@ -22,10 +22,36 @@ from cards.notice_fields import (
 )
 from cards.notices import Mention, NoticeKind
 from cards.render import render_notice
+from cards.slack.limits import check_message
 from cards.slack.render import render_slack_card
 from cards.view import ApprovalView, build_view
 from engine.assembly import Engine
 from engine.domain.model import OutboxRecord, Run, TakeoverRequest
+
+# Said by a message posted again after an attempt that may have reached Slack unrecorded (a
+# crash between ``chat.postMessage`` and the database write; docs/slack.md, "Posted again").
+REPOSTED_CARD = (
+    "_Posted again: Signoff restarted while posting this card, so an earlier copy may show "
+    "above. This copy replaces it and is the one kept up to date; a click on either decides "
+    "the same request once._"
+)
+REPOSTED_NOTICE = (
+    "_Posted again: Signoff restarted while posting this message, so an earlier copy may "
+    "show above._"
+)
+
+
+def reposted(message: dict[str, Any], note: str) -> dict[str, Any]:
+    """``message`` marked as posted again: the note on top of it (in the fallback text too).
+    A card already at one of Slack's limits keeps its blocks and carries the note in its text
+    only."""
+    text = f"{note}\n{message['text']}"
+    blocks = message.get("blocks")
+    if not blocks:
+        return {**message, "text": text}
+    context = {"type": "context", "elements": [{"type": "mrkdwn", "text": note}]}
+    marked = {**message, "text": text, "blocks": [context, *blocks]}
+    return marked if not check_message(marked) else {**message, "text": text}
 
 
 @dataclass(frozen=True)

@@ -7,23 +7,35 @@ notice that arrives before any card (the gate's confidence notice is queued in t
 transaction as the card it explains, and ahead of it) first posts the run's newest card for the
 channel as the root; the card's own outbox row then finds it posted and does nothing.
 
-Dedupe. Every message carries Slack message metadata ``{event_type: "signoff_outbox",
-event_payload: {dedupe: <outbox dedupe key>}}``, and every attempt to post it first writes an
-attempt marker (``chat_messages`` kind ``slack_attempt``, ref = the dedupe key). A delivery that
-finds markers searches the thread (``conversations.replies``) or the channel's recent history
-(``conversations.history``) for its key and records the message found instead of posting again,
-unless every earlier attempt is known (in this process) to have been refused by Slack, which
-posts nothing. The markers, not ``attempts``, are what catch a crash between a successful
-``chat.postMessage`` and marking the row sent: the outbox hands such a row out again once its
-claim lapses, with ``attempts`` unchanged. And a row held back by a 429 does not search the
-history when it goes out (that search has a rate limit of its own).
+Direct messages. A channel ``slack:@<person>`` is that person's direct message with the bot
+(``slack:dm`` and ``slack:@<group>`` are expanded to such channels when the request is made):
+their Slack user id comes from ``bot.slack.people.slack_id_for``, the IM channel from
+``conversations.open``. Each copy of a card is a card of its own channel, updated by that
+channel's ``card_update``, and the run's notices go into the thread under it, in the DM.
+
+Posting once, without reading Slack. Signoff never reads a conversation (Slack allows apps
+outside its Marketplace one ``conversations.history`` / ``replies`` request a minute): what it
+knows of its messages is in its own database. Every attempt to post first writes an attempt
+marker (``chat_messages`` kind ``slack_attempt``, ref = the outbox dedupe key), and a posted
+message is recorded with its ts. The markers, not ``attempts``, are what catch a crash between a
+successful ``chat.postMessage`` and the record: the outbox hands such a row out again once its
+claim lapses, with ``attempts`` unchanged. A delivery that finds an earlier marker, and does not
+know (in this process) that Slack refused every earlier attempt, cannot tell whether the
+message is already in Slack. Slack's ``chat.postMessage`` takes no idempotency key, so it posts
+again, marked (``bot.slack.render.reposted``): the copy says an earlier one may show above and
+that it replaces it. So a crash costs at most one visible, labelled duplicate, never a lost card.
+Every message still carries Slack message metadata ``{event_type: "signoff_outbox",
+event_payload: {dedupe: <key>}}``, for people and tools that read the channel.
 
 Pacing and errors. ``min_interval`` (default 1 s: ``chat.postMessage`` allows about one message
 per second per channel, https://docs.slack.dev/reference/methods/chat.postMessage)
 is applied by the dispatcher per channel. HTTP 429 becomes ``DeliveryError(retry_after=...)``,
 and the sink itself refuses to call Slack for that channel until ``Retry-After`` has passed.
 Rate limits, 5xx and unknown errors are retried with backoff; errors that cannot succeed on a
-retry (``invalid_blocks``, ``channel_not_found``, ``not_in_channel`` ...) give up at once.
+retry (``invalid_blocks``, ``channel_not_found``, ``not_in_channel`` ...) give up at once. A card
+update Slack refuses for good (``cant_update_message``, ``message_not_found`` ...) is told to the
+person who decided (``bot.slack.refused``): the decision stands, and the stale buttons on the
+card only answer that it was already decided.
 """
 
 from __future__ import annotations
@@ -38,7 +50,9 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 
 from bot.slack.api import SlackApi, error_code, retry_after_seconds
-from bot.slack.render import SlackMessages
+from bot.slack.people import DirectMessages, slack_id_for
+from bot.slack.refused import UPDATE_REFUSED, RefusedUpdates
+from bot.slack.render import REPOSTED_CARD, REPOSTED_NOTICE, SlackMessages, reposted
 from cards.render import CardTooLarge
 from engine.assembly import Engine
 from engine.domain import notify
@@ -69,8 +83,14 @@ PERMANENT = frozenset(
         "metadata_too_large",
         "invalid_arguments",
         "restricted_action",
+        "missing_scope",  # e.g. im:write, for direct messages: the app must be reinstalled
+        "user_not_found",
+        "user_not_visible",
+        "user_disabled",
+        "cannot_dm_bot",
     }
 )
+DIRECT = "@"  # slack:@<person>: that person's direct message with the bot
 
 
 class SlackSink:
@@ -82,28 +102,46 @@ class SlackSink:
         self.chat = engine.chat
         self.api = api
         self.messages = SlackMessages(engine)
+        self.direct = DirectMessages(api)
+        self.refused_updates = RefusedUpdates(engine, api, self.target)
         self.min_interval = min_interval
-        self._blocked_until: dict[str, float] = {}  # channel id -> loop time Slack said to wait
+        self._blocked_until: dict[str, float] = {}  # channel -> loop time Slack said to wait
         self._refused: dict[str, int] = {}  # dedupe key -> attempts, all refused by Slack
 
+    async def target(self, channel: str) -> str:
+        """The Slack channel id behind ``channel``: ``slack:C123`` is ``C123``; ``slack:@alice``
+        is alice's direct message with the bot (opened on first use)."""
+        target = channel.partition(":")[2]
+        if not target.startswith(DIRECT):
+            return target
+        person = target[len(DIRECT) :]
+        user_id = await slack_id_for(self.engine.config, self.api, person)
+        if user_id is None:
+            raise DeliveryError(
+                f"{person} has no Slack user id (people: {person}: slack), so no direct "
+                "message can reach them",
+                permanent=True,
+            )
+        return await self.direct.channel(user_id)
+
     async def deliver(self, message: OutboxRecord) -> None:
-        target = message.channel.partition(":")[2]
-        wait = self._blocked_until.get(target, 0.0) - asyncio.get_running_loop().time()
+        channel = message.channel
+        wait = self._blocked_until.get(channel, 0.0) - asyncio.get_running_loop().time()
         if wait > MAX_WAIT_SECONDS:
             raise DeliveryError("Slack asked to wait (Retry-After)", retry_after=wait)
         if wait > 0:  # a short wait is pacing: it does not cost the message an attempt
             await asyncio.sleep(wait)
         try:
             if message.kind == "card":
-                await self._card(message, target)
+                await self._card(message, await self.target(channel))
             elif message.kind == "card_update":
-                await self._update(message, target)
+                await self._update(message)
             elif message.kind == "notice":
-                await self._notice(message, target)
+                await self._notice(message, await self.target(channel))
             else:
                 raise DeliveryError(f"unknown message kind {message.kind!r}", permanent=True)
         except SlackApiError as exc:
-            raise self._failure(target, exc) from exc
+            raise self._failure(channel, exc) from exc
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise DeliveryError(f"Slack did not answer: {type(exc).__name__}: {exc}") from exc
         except CardTooLarge as exc:
@@ -115,11 +153,11 @@ class SlackSink:
         except SignoffError as exc:  # the database: try again later
             raise DeliveryError(exc.message) from exc
 
-    def _failure(self, target: str, exc: SlackApiError) -> DeliveryError:
+    def _failure(self, channel: str, exc: SlackApiError) -> DeliveryError:
         retry_after = retry_after_seconds(exc)
         if retry_after is not None:
             until = asyncio.get_running_loop().time() + retry_after
-            self._blocked_until[target] = max(self._blocked_until.get(target, 0.0), until)
+            self._blocked_until[channel] = max(self._blocked_until.get(channel, 0.0), until)
             return DeliveryError(
                 f"rate limited by Slack (Retry-After {retry_after:g} s)", retry_after=retry_after
             )
@@ -140,8 +178,10 @@ class SlackSink:
             return  # posted already (ahead of a notice, or before a crash)
         await self._post_card(state, request_id, message.dedupe_key)
 
-    async def _update(self, message: OutboxRecord, target: str) -> None:
-        """``chat.update`` of every card of the request in this channel, to its current state."""
+    async def _update(self, message: OutboxRecord) -> None:
+        """``chat.update`` of every card of the request in this channel, to its current state.
+        A copy Slack refuses to change for good is told to whoever decided; the others are
+        still updated. A failure that may pass is raised (to retry every copy) first."""
         request_id = str(message.payload["requestId"])
         cards = [
             m
@@ -151,9 +191,19 @@ class SlackSink:
         if not cards:
             log.info("no Slack card of %s in %s to update", request_id, message.channel)
             return
+        target = await self.target(message.channel)
         content = await self.messages.card(request_id)
+        refused: list[tuple[ChatMessageRef, str]] = []
         for card in cards:
-            await self.api.update(target, card.message_ref, content)
+            shown = reposted(content, REPOSTED_CARD) if card.data.get("reposted") else content
+            try:
+                await self.api.update(target, card.message_ref, shown)
+            except SlackApiError as exc:
+                if error_code(exc) not in UPDATE_REFUSED:
+                    raise
+                refused.append((card, error_code(exc)))
+        for card, code in refused:
+            await self.refused_updates.tell(request_id, card, target, code)
 
     async def _notice(self, message: OutboxRecord, target: str) -> None:
         if message.run_id is None:
@@ -170,8 +220,11 @@ class SlackSink:
             return
         if state.thread is None:
             await self._card_ahead(state)
-        ts = await self._post(state, rendered.message, message.dedupe_key, message.request_id)
-        await self._remember(state, message.request_id, NOTICE, ts, rendered.data)
+        ts, again = await self._post(
+            state, rendered.message, message.dedupe_key, message.request_id, REPOSTED_NOTICE
+        )
+        data = {**rendered.data, "reposted": True} if again else rendered.data
+        await self._remember(state, message.request_id, NOTICE, ts, data)
 
     # -- threads and posting -------------------------------------------------------------------
 
@@ -207,8 +260,11 @@ class SlackSink:
         """Post a request's card into its run's thread (or as the root of a new one), and store
         its ts so it can be updated."""
         content = await self.messages.card(request_id, run=state.run)
-        ts = await self._post(state, content, dedupe_key, request_id)
-        await self._remember(state, request_id, CARD, ts, {"threadTs": state.thread or ts})
+        ts, again = await self._post(state, content, dedupe_key, request_id, REPOSTED_CARD)
+        data: dict[str, Any] = {"threadTs": state.thread or ts}
+        if again:
+            data["reposted"] = True  # its updates keep saying so
+        await self._remember(state, request_id, CARD, ts, data)
 
     async def _card_ahead(self, state: _Thread) -> None:
         """A notice with no thread to go into. The run's card starts the thread, and only its
@@ -230,17 +286,20 @@ class SlackSink:
                 return
 
     async def _post(
-        self, state: _Thread, content: dict[str, Any], dedupe_key: str, request_id: str | None
-    ) -> str:
-        """Post once into the run's thread: a delivery that may have posted before finds that
-        message instead."""
+        self,
+        state: _Thread,
+        content: dict[str, Any],
+        dedupe_key: str,
+        request_id: str | None,
+        note: str,
+    ) -> tuple[str, bool]:
+        """Post into the run's thread; returns the ts and whether it was posted again, marked
+        with ``note``, after an attempt that may have reached Slack unrecorded."""
         tried = sum(1 for m in state.messages if m.kind == ATTEMPT and m.message_ref == dedupe_key)
-        if tried and self._refused.get(dedupe_key) != tried:
-            found = await self._find(state.target, state.thread, dedupe_key)
-            if found is not None:
-                log.info("%s was posted before (ts %s); not posting again", dedupe_key, found)
-                self._refused.pop(dedupe_key, None)
-                return found
+        again = bool(tried) and self._refused.get(dedupe_key) != tried
+        if again:
+            log.warning("%s may have been posted before; posting it again, marked", dedupe_key)
+            content = reposted(content, note)
         await self.chat.remember_message(
             state.run.id,
             request_id,
@@ -254,11 +313,12 @@ class SlackSink:
             ts = await self.api.post(
                 state.target, content, thread_ts=state.thread, dedupe_key=dedupe_key
             )
-        except SlackApiError:
-            self._refused[dedupe_key] = tried + 1  # Slack answered: nothing was posted
+        except (SlackApiError, aiohttp.ClientConnectorError):
+            # Slack answered, or was never reached: nothing was posted.
+            self._refused[dedupe_key] = tried + 1
             raise
         self._refused.pop(dedupe_key, None)
-        return ts
+        return ts, again
 
     async def _remember(
         self, state: _Thread, request_id: str | None, kind: str, ts: str, data: dict[str, Any]
@@ -275,16 +335,6 @@ class SlackSink:
             state.thread = ts
         await asyncio.gather(*writes)
         state.messages.append(ChatMessageRef(run_id, request_id, channel, PLATFORM, kind, ts, data))
-
-    async def _find(self, target: str, thread: str | None, dedupe_key: str) -> str | None:
-        try:
-            return await self.api.find_posted(target, thread, dedupe_key)
-        except SlackApiError as exc:
-            if retry_after_seconds(exc) is not None:
-                raise
-            # Without history access (a missing scope) a possible duplicate beats a lost card.
-            log.warning("cannot search %s for %s (%s); posting", target, dedupe_key, exc)
-            return None
 
 
 @dataclass

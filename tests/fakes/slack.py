@@ -1,8 +1,8 @@
 """A fake Slack Web API: real aiohttp on 127.0.0.1, port 0, recording what it receives.
 
 It answers the methods Signoff calls (``chat.postMessage``, ``chat.update``,
-``chat.getPermalink``, ``conversations.history``, ``conversations.replies``, ``views.open``,
-``chat.postEphemeral``, ``auth.test``) the way Slack does, and refuses what Slack refuses:
+``chat.getPermalink``, ``conversations.open``, ``views.open``, ``chat.postEphemeral``,
+``auth.test``) the way Slack does, and refuses what Slack refuses:
 
 * a wrong bearer token: ``invalid_auth``;
 * Block Kit over the limits (``cards.slack.limits.check_blocks``): ``invalid_blocks``; a message
@@ -19,15 +19,21 @@ It answers the methods Signoff calls (``chat.postMessage``, ``chat.update``,
 * a ``response_url`` answer without text or blocks: HTTP 400 ``no_text``; one that is used
   more than 5 times: HTTP 404 ``used_url``;
 * a channel in ``missing_channels``: ``channel_not_found``; ``chat.update`` of an unknown
-  message: ``message_not_found``;
+  message: ``message_not_found``; a direct message (``D…``) that ``conversations.open`` did
+  not open: ``channel_not_found``; ``conversations.open`` of a user id that is not one
+  (``U…``/``W…``): ``user_not_found``; ``chat.postEphemeral`` to a user not in
+  the channel: ``user_not_in_channel`` (a DM's members are its user, and the bot);
+* ``conversations.history`` / ``conversations.replies``: one call a minute (Slack's limit for
+  apps outside its Marketplace, since 2025-05-29), then HTTP 429 with ``Retry-After``; Signoff
+  must never call them (tests assert on ``calls_of``), so they answer no messages;
 * more than ``rate`` ``chat.postMessage`` calls in ``window`` seconds (one, as Slack counts)
   into one channel: HTTP 429 with
   ``Retry-After: <retry_after>``; until that time has passed, every call into that channel is
   refused again and counted in ``violations`` (a client that did not wait).
 
-Messages are kept per channel with their metadata, so ``conversations.history`` /
-``conversations.replies`` (``include_all_metadata``) can be searched. Interaction responses
-(``response_url``) are served at ``/response/<id>`` and recorded in ``responses``.
+Messages are kept per channel with their metadata. Interaction responses (``response_url``)
+are served at ``/response/<id>`` and recorded in ``responses``; ephemeral messages in
+``ephemerals``.
 
     async with FakeSlack(rate=50) as slack:
         # slack: {botToken: <slack.token>, signingSecret: ..., apiBaseUrl: <slack.api_url>}
@@ -38,6 +44,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import re
 import time
 from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
@@ -57,6 +64,7 @@ VIEW_MAX_PLACEHOLDER = 150
 VIEW_MAX_METADATA = 3000
 VIEW_MAX_CALLBACK_ID = 255
 TRIGGER_SECONDS = 3.0  # a trigger_id is good for 3 s, and once
+HISTORY_WINDOW = 60.0  # conversations.history / replies: 1 request a minute (non-Marketplace)
 RESPONSE_URL_USES = 5  # a response_url takes 5 answers (in 30 minutes)
 
 
@@ -115,6 +123,8 @@ class FakeSlack:
     messages: dict[str, list[Message]] = field(default_factory=lambda: defaultdict(list))
     responses: list[Response] = field(default_factory=list)
     views: list[dict[str, Any]] = field(default_factory=list)
+    ephemerals: list[tuple[str, str, str]] = field(default_factory=list)  # channel, user, text
+    ims: dict[str, str] = field(default_factory=dict)  # user id -> DM channel id (opened)
     violations: list[tuple[str, float, float]] = field(default_factory=list)
     rate_limited: int = 0
     port: int = 0
@@ -132,6 +142,7 @@ class FakeSlack:
         self._triggers: dict[str, float] = {}  # trigger_id -> when issued (fake clock)
         self._exchanged: set[str] = set()
         self._response_uses: Counter[str] = Counter()
+        self._history_at: dict[str, float] = {}  # method -> when last answered (fake clock)
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -208,6 +219,17 @@ class FakeSlack:
         counts = Counter(m.dedupe for m in self.posted() if m.dedupe)
         return {k: n for k, n in counts.items() if n > 1}
 
+    def dm(self, user_id: str) -> list[Message]:
+        """What was posted into the direct message with ``user_id``."""
+        channel = self.ims.get(user_id)
+        return self.posted(channel) if channel else []
+
+    def history_reads(self) -> list[Call]:
+        """Every call that read a conversation: Signoff must make none."""
+        return [
+            c for c in self.calls if c.method in ("conversations.history", "conversations.replies")
+        ]
+
     def find(self, channel: str, ts: str) -> Message | None:
         return next((m for m in self.messages.get(channel, []) if m.ts == ts), None)
 
@@ -257,8 +279,9 @@ class FakeSlack:
             "chat.update": self._update,
             "chat.getPermalink": self._permalink,
             "chat.postEphemeral": self._ephemeral,
+            "conversations.open": self._open,
             "conversations.history": self._history,
-            "conversations.replies": self._replies,
+            "conversations.replies": self._history,
             "views.open": self._views_open,
         }.get(method)
         if handler is None:
@@ -283,6 +306,8 @@ class FakeSlack:
         """Unknown channels, and any call into a channel that was told to wait."""
         channel = call.args.get("channel")
         if not channel or channel in self.missing_channels:
+            return self._error(call, "channel_not_found")
+        if channel.startswith("D") and channel not in self.ims.values():
             return self._error(call, "channel_not_found")
         now = asyncio.get_running_loop().time()
         blocked = self._blocked_until.get(channel)
@@ -385,7 +410,24 @@ class FakeSlack:
         return web.json_response({"ok": True, "channel": channel, "permalink": link})
 
     async def _ephemeral(self, call: Call) -> web.Response:
+        problem = self._channel_problem(call)
+        if problem is not None:
+            return problem
+        channel, user = str(call.args["channel"]), str(call.args.get("user") or "")
+        if channel.startswith("D") and self.ims.get(user) != channel:
+            return self._error(call, "user_not_in_channel")
+        text = str(call.args.get("text") or "")
+        if not text and not call.args.get("blocks"):
+            return self._error(call, "no_text")
+        self.ephemerals.append((channel, user, text))
         return web.json_response({"ok": True, "message_ts": self._next_ts()})
+
+    async def _open(self, call: Call) -> web.Response:
+        users = str(call.args.get("users") or "")
+        if not re.fullmatch(r"[UW][A-Z0-9]{2,}", users):
+            return self._error(call, "user_not_found")
+        channel = self.ims.setdefault(users, f"D{len(self.ims) + 1:08d}")
+        return web.json_response({"ok": True, "channel": {"id": channel}})
 
     async def _views_open(self, call: Call) -> web.Response:
         view = call.args.get("view")
@@ -412,34 +454,14 @@ class FakeSlack:
     def _invalid(self, call: Call, messages: list[str]) -> web.Response:
         return self._error(call, "invalid_arguments", response_metadata={"messages": messages})
 
-    def _page(self, call: Call, found: list[Message]) -> web.Response:
-        with_metadata = str(call.args.get("include_all_metadata", "")).lower() in ("1", "true")
-        limit = max(1, min(int(call.args.get("limit") or 100), 1000))
-        start = int(call.args.get("cursor") or 0)
-        page = found[start : start + limit]
-        more = start + limit < len(found)
-        return web.json_response(
-            {
-                "ok": True,
-                "messages": [m.as_api(with_metadata) for m in page],
-                "has_more": more,
-                "response_metadata": {"next_cursor": str(start + limit) if more else ""},
-            }
-        )
-
     async def _history(self, call: Call) -> web.Response:
-        problem = self._channel_problem(call)
-        if problem is not None:
-            return problem
-        channel = call.args["channel"]
-        roots = [m for m in self.messages.get(channel, []) if m.thread_ts in (None, m.ts)]
-        return self._page(call, list(reversed(roots)))  # newest first, as Slack
-
-    async def _replies(self, call: Call) -> web.Response:
-        problem = self._channel_problem(call)
-        if problem is not None:
-            return problem
-        return self._page(call, self.thread(call.args["channel"], str(call.args.get("ts"))))
+        """Tier-1-like, as Slack limits apps outside its Marketplace: one call a minute."""
+        last = self._history_at.get(call.method)
+        if last is not None and self.now() - last < HISTORY_WINDOW:
+            self.rate_limited += 1
+            return self._error(call, "ratelimited", 429)
+        self._history_at[call.method] = self.now()
+        return web.json_response({"ok": True, "messages": [], "has_more": False})
 
 
 def view_problems(view: dict[str, Any]) -> list[str]:

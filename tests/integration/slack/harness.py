@@ -269,5 +269,8 @@ async def running_slack(
             await api.token("admin", Role.ADMIN, "alice")
         try:
             yield SlackHarness(api, slack)
+            # Signoff never reads a conversation: Slack allows apps outside its Marketplace
+            # one conversations.history / replies request a minute.
+            assert slack.history_reads() == [], slack.history_reads()
         finally:
             await client.close()

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from bot.slack.api import SlackApi, error_code
+from bot.slack.render import REPOSTED_CARD
 from engine.adapters.clock import SystemClock
 from engine.config.channels import SlackConfig
 from tests.fakes.slack import FakeSlack
@@ -91,7 +92,12 @@ async def test_a_burst_of_cards_respects_the_rate_limit_and_posts_each_once(
         assert len([m for m, _, _ in sent if m.kind == "card"]) == BURST
 
 
-async def test_a_crash_after_posting_does_not_post_the_card_twice(migrated_db_url: str) -> None:
+async def test_a_crash_after_posting_posts_one_marked_copy_and_loses_nothing(
+    migrated_db_url: str,
+) -> None:
+    """Slack posts the card and the answer never arrives (the process dies before recording
+    it). Signoff reads no history to find it: the next delivery posts the card once more,
+    marked as replacing an earlier copy that may show above, and keeps that copy up to date."""
     clock = ManualClock()
     async with running_slack(migrated_db_url, FLOWS, clock=clock) as h:
         h.slack.post_delay = 30.0  # Slack posts the card, and the answer never arrives
@@ -110,15 +116,29 @@ async def test_a_crash_after_posting_does_not_post_the_card_twice(migrated_db_ur
         h.slack.post_delay = 0.0
         clock.advance(seconds=61)
         assert await h.engine.dispatcher.deliver_due() >= 1
-        (message,) = h.slack.posted(CHANNEL)
-        assert len(h.slack.calls_of("chat.postMessage")) == 1
-        assert h.slack.calls_of("conversations.history")  # it looked before posting again
+        first, second = h.slack.posted(CHANNEL)
+        assert first.dedupe == second.dedupe  # one visible duplicate, no more
+        assert REPOSTED_CARD not in first.text
+        assert second.text.startswith(REPOSTED_CARD)
+        assert second.blocks is not None and REPOSTED_CARD in str(second.blocks[0])
+        assert h.slack.history_reads() == []
         (card,) = await h.engine.store.chat_messages(run_id=run_id, kind="card")
-        assert card.message_ref == message.ts
+        assert card.message_ref == second.ts
         thread = await h.engine.store.chat_thread(run_id, f"slack:{CHANNEL}")
-        assert thread is not None and thread.thread_ref == message.ts
+        assert thread is not None and thread.thread_ref == second.ts
         ((row, status, _),) = [r for r in await outbox_rows(h) if r[0].kind == "card"]
         assert status == "sent"
+
+        # Either copy's buttons decide the same request once; the kept copy is updated and
+        # still says it replaces the other.
+        request = await h.request_of(run_id)
+        status, _key = await h.click(USERS["bob"], "signoff_grant", request.id, message_ts=first.ts)
+        assert status == 200
+        await h.engine.dispatcher.deliver_due()
+        assert second.updates == 1 and second.text.startswith(REPOSTED_CARD)
+        assert "Approved" in str(second.blocks) and first.updates == 0
+        status, late = await h.click(USERS["bob"], "signoff_grant", request.id, message_ts=first.ts)
+        assert "Already approved" in await h.wait_told(late)
 
 
 async def test_server_errors_are_retried_without_searching_and_without_duplicates(
@@ -139,8 +159,9 @@ async def test_server_errors_are_retried_without_searching_and_without_duplicate
 
         clock.advance(seconds=3)  # past the first backoff (2 s)
         await delivered_once(h)
-        # Slack answered the first attempt, so nothing could have been posted: no search.
-        assert h.slack.calls_of("conversations.history") == []
+        # Slack answered the first attempt, so nothing could have been posted: no mark.
+        (card,) = h.slack.posted(CHANNEL)
+        assert REPOSTED_CARD not in card.text
 
 
 async def test_retry_after_from_slack_is_obeyed(migrated_db_url: str) -> None:
@@ -208,9 +229,19 @@ async def test_the_fake_refuses_what_slack_refuses() -> None:
                 await wrong.post("C0ANY", {"text": "x"}, thread_ts=None, dedupe_key="k")
             assert error_code(refused.value) == "invalid_auth"  # type: ignore[arg-type]
             await wrong.close()
-            ts = await api.post("C0ANY", {"text": "fine"}, thread_ts=None, dedupe_key="k")
-            assert await api.find_posted("C0ANY", None, "k") == ts
-            assert await api.find_posted("C0ANY", None, "other") is None
+            await api.post("C0ANY", {"text": "fine"}, thread_ts=None, dedupe_key="k")
+            # Reading history: once a minute for apps outside Slack's Marketplace.
+            await api.client.conversations_history(channel="C0ANY")
+            with pytest.raises(Exception) as refused:
+                await api.client.conversations_history(channel="C0ANY")
+            assert error_code(refused.value) == "ratelimited"  # type: ignore[arg-type]
+            assert refused.value.response.status_code == 429  # type: ignore[attr-defined]
+            # A direct message is opened first; one that was not is not found.
+            with pytest.raises(Exception) as refused:
+                await api.post("D00000001", {"text": "x"}, thread_ts=None, dedupe_key="d")
+            assert error_code(refused.value) == "channel_not_found"  # type: ignore[arg-type]
+            assert await api.open_dm("U0ALICE01") == "D00000001"
+            await api.post("D00000001", {"text": "x"}, thread_ts=None, dedupe_key="d")
         finally:
             await api.close()
 
