@@ -11,6 +11,7 @@ update took 2 s).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import StrEnum
 
 from engine.domain.model import OutboxRecord
@@ -46,3 +47,26 @@ def priority(message: OutboxRecord) -> tuple[int, int]:
     """The order a channel's claimed messages go out in: what a decision changed first, then by
     id."""
     return (0 if is_urgent(message) else 1, message.id)
+
+
+def delivery_order(messages: Iterable[OutboxRecord]) -> list[OutboxRecord]:
+    """Claimed messages in the order they go out: by ``priority``, except that a request's new
+    card goes before an urgent notice about it. A notice replies under its card, and only the
+    card's own row may post the card (two deliverers would post it twice), so a notice ahead of
+    a card still queued would only wait for it, holding the channel up behind it."""
+    ordered = sorted(messages, key=priority)
+    cards: dict[tuple[str, str | None], OutboxRecord] = {
+        (m.channel, m.request_id): m for m in ordered if m.kind == "card" and m.request_id
+    }
+    out: list[OutboxRecord] = []
+    placed: set[int] = set()
+    for message in ordered:
+        if message.id in placed:
+            continue
+        card = cards.get((message.channel, message.request_id))
+        if message.kind == "notice" and card is not None and card.id not in placed:
+            out.append(card)
+            placed.add(card.id)
+        out.append(message)
+        placed.add(message.id)
+    return out

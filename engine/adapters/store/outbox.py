@@ -23,7 +23,7 @@ from engine.adapters.store.fast import Fast
 from engine.adapters.store.statuses import status_in
 from engine.adapters.store.tables import UTCDateTime
 from engine.domain.model import OutboxMessage, OutboxRecord
-from engine.domain.outbox import URGENT_KINDS, URGENT_NOTICES, OutboxStatus, priority
+from engine.domain.outbox import URGENT_KINDS, URGENT_NOTICES, OutboxStatus, delivery_order
 
 _PENDING = (OutboxStatus.PENDING,)
 
@@ -94,7 +94,7 @@ class OutboxStore(StoreBase):
                 .values(claimed_by=owner, claimed_until=now + hold)
                 .returning(ob)
             )
-            return sorted((_record(r) for r in rows), key=priority)
+            return delivery_order(_record(r) for r in rows)
 
         if await self.nothing_to_claim(_ANY_DUE, {"now": now}):
             return []
