@@ -1,9 +1,11 @@
-"""Finding a person on Slack: the one seam every Slack module asks.
+"""Finding a person on Slack, to reach them: the one seam for it.
 
 ``slack_id_for`` is how a card addressed to a person (``slack:@alice``, or each approver through
-``slack:dm``) finds its Slack user. It reads the person's ``people:`` ``slack`` id; a lookup by
-email (``users.lookupByEmail``) extends it here, so that the sink and everything else that
-needs a person's Slack id keep asking this one function.
+``slack:dm``) finds its Slack user, and how the person who decided is found to be told that
+their card could not be updated (``bot.slack.refused``). It reads the person's ``people:``
+``slack`` id; a lookup by email (``users.lookupByEmail``) extends it here, so that whatever
+must reach a person keeps asking this one function. (Mentions in rendered text still show a
+person by their ``people:`` id, or by name.)
 
 ``DirectMessages`` opens (``conversations.open``) the bot's direct message with a user and
 remembers its channel id for the life of the process: Slack answers the same IM channel every

@@ -12,12 +12,19 @@ import dataclasses
 import json
 import re
 from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from engine.config.app import AppConfig
-from engine.config.channels import CHANNEL_SECTIONS, PERSON_IDS, person_problem, target_problem
+from engine.config.channels import (
+    CHANNEL_SECTIONS,
+    PERSON_IDS,
+    each_approver_warnings,
+    person_problem,
+    target_problem,
+)
 from engine.config.connectors import parse_connectors
 from engine.config.policies import parse_rules, principal_checker
 from engine.config.sections import (
@@ -32,7 +39,7 @@ from engine.config.sections import (
     parse_server,
 )
 from engine.config.tools import parse_tools
-from engine.config.values import Section, substitute, suggest, type_name
+from engine.config.values import Section, join, substitute, suggest, type_name
 from engine.config.workflows import check_channel, parse_workflow, sound_nodes
 from engine.config.yaml_text import load_yaml
 from engine.domain.errors import ConfigError
@@ -177,6 +184,8 @@ def _with_workflows(config: AppConfig, workflows: dict[str, Workflow]) -> AppCon
         for i, node in enumerate(workflow.nodes):
             at = f"workflows.{name}.nodes[{i}].channels"
             warnings.extend(config.channel_warnings(node.channels, at))
+            if not node.approvers and not config.approvers:
+                warnings.extend(each_approver_warnings(node.channels, partial(join, at)))
     return dataclasses.replace(
         config, workflows=MappingProxyType(workflows), warnings=tuple(warnings)
     )

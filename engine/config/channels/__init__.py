@@ -58,6 +58,7 @@ __all__ = [
     "channel_states",
     "channel_warnings",
     "check_channel",
+    "each_approver_warnings",
     "expand_channels",
     "person_problem",
     "personal_problem",
@@ -160,6 +161,17 @@ def person_problem(channel: str, names: Collection[str]) -> str | None:
         return None
     hint = suggest(name, names, list_all=False)
     return f"unknown person or group {json.dumps(name)} (people: and groups:){hint}"
+
+
+def each_approver_warnings(channels: Iterable[str], at: Callable[[int], str]) -> list[str]:
+    """``<name>:dm`` addresses of a node that has no approvers (nor project ``approvers:``):
+    they load, and reach nobody."""
+    return [
+        f"{at(i)}: {channel} sends the card to each approver's direct messages, and there are "
+        "none (the node names no approvers, nor does approvers:), so nobody gets it there"
+        for i, channel in enumerate(channels)
+        if (found := _personal(channel)) is not None and found[1] == EACH_APPROVER
+    ]
 
 
 def expand_channels(
