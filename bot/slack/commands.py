@@ -107,18 +107,20 @@ class Commands:
             await _answer(ack, "Nothing is waiting for your decision.")
             return
         if not isinstance(response_url, str) or not response_url:
-            await _answer(ack, await self._pending_text(mine))
+            await _answer(ack, await self._pending_text(mine, who.name))
             return
         count = f"{len(mine)} request is" if len(mine) == 1 else f"{len(mine)} requests are"
         await _answer(ack, f"{count} waiting for you; links follow.")
-        self.background.spawn(self._answer_pending(response_url, mine), "pending")
+        self.background.spawn(self._answer_pending(response_url, mine, who.name), "pending")
 
-    async def _answer_pending(self, response_url: str, mine: list[TakeoverRequest]) -> None:
-        await self.api.respond(response_url, await self._pending_text(mine))
+    async def _answer_pending(
+        self, response_url: str, mine: list[TakeoverRequest], person: str
+    ) -> None:
+        await self.api.respond(response_url, await self._pending_text(mine, person))
 
-    async def _pending_text(self, mine: list[TakeoverRequest]) -> str:
+    async def _pending_text(self, mine: list[TakeoverRequest], person: str) -> str:
         shown = sorted(mine, key=lambda r: r.expires_at)[:PENDING_SHOWN]
-        links = await asyncio.gather(*(self._link(r) for r in shown))
+        links = await asyncio.gather(*(self._link(r, person) for r in shown))
         lines = [f"*Waiting for your decision ({len(mine)}):*"]
         for request, link in zip(shown, links, strict=True):
             # Agent text on one line (as the card shows it): it cannot draw a status line here.
@@ -132,18 +134,23 @@ class Commands:
             lines.append(f"… and {len(mine) - len(shown)} more.")
         return "\n".join(lines)
 
-    async def _link(self, request: TakeoverRequest) -> str:
-        """The request's Slack card if it has one, else its approval page."""
+    async def _link(self, request: TakeoverRequest, person: str) -> str:
+        """The request's Slack card ``person`` can open (their own direct-message copy first,
+        then a channel's; never someone else's DM), else its approval page."""
         try:
             cards = await self.engine.chat.messages(request_id=request.id, kind="card")
         except SignoffError:
             cards = []
-        for card in cards:
-            if card.platform == "slack":
-                target = card.channel.partition(":")[2]
-                link = await self.api.permalink(target, card.message_ref)
-                if link:
-                    return link
+        own = f"slack:@{person}"
+        shown = [c for c in cards if c.channel == own] + [
+            c for c in cards if c.platform == "slack" and not c.channel.startswith("slack:@")
+        ]
+        for card in shown:
+            # A direct message's channel id is not in its address (slack:@bob).
+            target = str(card.data.get("channelId") or card.channel.partition(":")[2])
+            link = await self.api.permalink(target, card.message_ref)
+            if link:
+                return link
         return approval_url(self.engine.config.server.public_url, request.id)
 
     async def mentioned(self, event: dict[str, Any]) -> None:

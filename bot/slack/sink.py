@@ -261,7 +261,8 @@ class SlackSink:
         its ts so it can be updated."""
         content = await self.messages.card(request_id, run=state.run)
         ts, again = await self._post(state, content, dedupe_key, request_id, REPOSTED_CARD)
-        data: dict[str, Any] = {"threadTs": state.thread or ts}
+        # The Slack channel id too: a direct message's (slack:@bob) is not in its address.
+        data: dict[str, Any] = {"threadTs": state.thread or ts, "channelId": state.target}
         if again:
             data["reposted"] = True  # its updates keep saying so
         await self._remember(state, request_id, CARD, ts, data)

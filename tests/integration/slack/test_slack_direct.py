@@ -65,6 +65,12 @@ async def test_each_approver_gets_the_card_in_their_dm_and_one_click_updates_eve
         assert h.slack.posted(CHANNEL) == []  # only the DMs, one message per approver
         assert all(len([m for m in h.slack.dm(USERS[p])]) == 1 for p in ("bob", "carol"))
 
+        # /signoff pending links each approver to their own copy.
+        status, _, key = await h.command(USERS["bob"], "pending")
+        assert status == 200
+        dm = h.slack.ims[USERS["bob"]]
+        assert f"/archives/{dm}/p{cards['bob'].ts.replace('.', '')}" in await h.wait_told(key)
+
         # Carol decides from her DM: bob's copy is updated too.
         status, _ = await h.click(
             USERS["carol"], "signoff_grant", request.id, message_ts=cards["carol"].ts
