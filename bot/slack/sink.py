@@ -94,7 +94,8 @@ DIRECT = "@"  # slack:@<person>: that person's direct message with the bot
 
 
 class SlackSink:
-    """The ``slack`` platform of the outbox: channel ``slack:<channel id>``."""
+    """The ``slack`` platform of the outbox: channels ``slack:<channel id>`` and
+    ``slack:@<person>`` (their direct message with the bot)."""
 
     def __init__(self, engine: Engine, api: SlackApi, *, min_interval: float = 1.0) -> None:
         self.engine = engine
