@@ -135,6 +135,11 @@ async def test_a_crash_after_posting_posts_one_marked_copy_and_loses_nothing(
         status, _key = await h.click(USERS["bob"], "signoff_grant", request.id, message_ts=first.ts)
         assert status == 200
         await h.engine.dispatcher.deliver_due()
+
+        async def updated() -> bool:
+            return second.updates >= 1
+
+        await wait_for(updated)
         assert second.updates == 1 and second.text.startswith(REPOSTED_CARD)
         assert "Approved" in str(second.blocks) and first.updates == 0
         status, late = await h.click(USERS["bob"], "signoff_grant", request.id, message_ts=first.ts)
