@@ -21,6 +21,7 @@ import logging
 
 from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
+from slack_bolt.async_app import AsyncApp
 from slack_sdk.signature import SignatureVerifier
 
 from bot.plugin import Channel
@@ -33,6 +34,7 @@ from engine.assembly import Engine
 
 NAME = "slack"  # its address prefix in channels: (slack:<channel id>, slack:@<person>, slack:dm)
 EVENTS_PATH = "/slack/events"
+BOLT = web.AppKey("slack_bolt", AsyncApp)  # the bolt app serving Slack, for tests to reach
 log = logging.getLogger(__name__)
 
 
@@ -44,6 +46,7 @@ def install(app: web.Application, engine: Engine) -> None:
     background = Background()
     bolt = build_bolt_app(engine, api, background)
     engine.add_sink(NAME, SlackSink(engine, api))
+    app[BOLT] = bolt
 
     verifier = SignatureVerifier(engine.config.slack.signing_secret)
 

@@ -11,6 +11,14 @@ Choices, and why:
   those 5 minutes the same signed bytes act once (``ActOnce``, ``bot/slack/once.py``).
 * ``authorize`` returns the configured bot token without a network call: bolt's single-team mode
   would call ``auth.test`` on the first request and turn a Slack outage into failed clicks.
+* Signed requests no listener takes (an ``app_home_opened`` or ``message`` event, a click on an
+  ``action_id`` we do not know, a ``view_closed``) are acknowledged with an empty 200, not
+  bolt's 404: Slack retries a refused event and turns event delivery off for an app that keeps
+  failing. This is bolt's ``raise_error_for_unhandled_request`` with an error handler that
+  answers 200 (``acknowledge_unhandled``), so it applies only after every listener declined:
+  whatever listener is added, in whatever order, a real handler always wins over it. An
+  unsigned request never gets this far (401), and over Socket Mode bolt leaves an envelope it
+  answered with 404 unacknowledged, so Slack would resend it, the same way.
 * The Web API client bolt keeps is never used for our calls; ``SlackApi`` makes them all.
   bolt also reads ``SLACK_BOT_TOKEN`` from the environment on its own, and with a ``client``
   given it then warns at every start that the token will be unused: that one line is
@@ -23,6 +31,8 @@ import logging
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.error import BoltUnhandledRequestError
+from slack_bolt.response import BoltResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.slack.actions import Interactions
@@ -68,8 +78,29 @@ def build_bolt_app(engine: Engine, api: SlackApi, background: Background) -> Asy
         authorize=authorize,
         client=client,
         process_before_response=True,
+        raise_error_for_unhandled_request=True,
     )
+    app.error(acknowledge_unhandled)
     app.use(ActOnce(engine.replays))  # after bolt's verification, before any listener
     Interactions(engine, api, background).register(app)
     Commands(engine, api, background).register(app)
     return app
+
+
+async def acknowledge_unhandled(error: Exception, body: object) -> BoltResponse | None:
+    """bolt's error handler: a signed request no listener took is acknowledged (200, nothing
+    done); a listener's own failure is logged, as bolt's default handler does, and stays 500."""
+    if isinstance(error, BoltUnhandledRequestError):
+        log.debug("acknowledged a Slack request Signoff does not handle: %s", _kind(body))
+        return BoltResponse(status=200, body="")
+    log.exception("a Slack listener failed: %s", error, exc_info=error)
+    return None
+
+
+def _kind(body: object) -> str:
+    """What the request was, for the log: its type and, for an event, the event's type."""
+    if not isinstance(body, dict):
+        return "?"
+    event = body.get("event")
+    inner = event.get("type") if isinstance(event, dict) else None
+    return str(body.get("type") or body.get("command") or "?") + (f"/{inner}" if inner else "")

@@ -1,0 +1,141 @@
+"""Every signed Slack request is acknowledged, whether or not Signoff handles it.
+
+Slack sends what the app subscribed to or what a person did: an ``app_home_opened`` or
+``message`` event, a click on a button an older card still shows (an ``action_id`` this version
+does not know), a modal closed with its close button (``view_closed``). bolt answers those 404
+when no listener takes them; Slack then retries the event and, for an app that keeps failing,
+turns event delivery off. They get an empty 200 and change nothing; an unsigned one is still a
+401, and a listener registered for one of them (later, by another module) still wins.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+from urllib.parse import urlencode
+
+from bot.slack import BOLT
+from tests.integration.slack.harness import (
+    CHANNEL,
+    TEAM,
+    USERS,
+    SlackHarness,
+    running_slack,
+    signed_headers,
+)
+from tests.integration.slack.test_slack_clicks import FLOWS, pending_request
+from tests.support.engines import wait_for, wait_status
+from tests.support.waiting import quiet
+
+JSON = {"Content-Type": "application/json"}
+
+
+def event(event_id: str, inner: dict[str, Any]) -> str:
+    return json.dumps(
+        {
+            "type": "event_callback",
+            "team_id": TEAM,
+            "api_app_id": "A0SIGNOFF",
+            "event_id": event_id,
+            "event_time": int(time.time()),
+            "event": inner,
+        }
+    )
+
+
+def home_opened(event_id: str) -> str:
+    return event(
+        event_id,
+        {"type": "app_home_opened", "user": USERS["bob"], "channel": "D0BOBHOME", "tab": "home"},
+    )
+
+
+def channel_message(event_id: str) -> str:
+    return event(
+        event_id,
+        {
+            "type": "message",
+            "user": USERS["bob"],
+            "text": "approve it please",
+            "channel": CHANNEL,
+            "ts": "1700000002.000100",
+            "channel_type": "channel",
+        },
+    )
+
+
+def view_closed() -> str:
+    payload = {
+        "type": "view_closed",
+        "team": {"id": TEAM, "domain": "signoff-test"},
+        "user": {"id": USERS["bob"], "team_id": TEAM},
+        "api_app_id": "A0SIGNOFF",
+        "view": {"id": "V0DENY", "type": "modal", "callback_id": "signoff_deny_reason"},
+        "is_cleared": False,
+    }
+    return urlencode({"payload": json.dumps(payload)})
+
+
+async def snapshot(h: SlackHarness, run_id: str) -> tuple[Any, ...]:
+    journal = await h.engine.store.journal(run_id)
+    outbox = await h.engine.queries.outbox_messages(run_id=run_id)
+    requests = await h.engine.store.list_takeovers(run_id=run_id)
+    return (
+        [(e.seq, e.event) for e in journal],
+        sorted(map(repr, outbox)),
+        [(r.id, r.status) for r in requests],
+    )
+
+
+async def test_signed_requests_no_listener_takes_get_200_and_change_nothing(
+    migrated_db_url: str,
+) -> None:
+    async with running_slack(migrated_db_url, FLOWS) as h:
+        run_id, request_id = await pending_request(h)
+        await wait_status(h.engine, run_id, "waiting")
+
+        async def card_posted() -> list:
+            return h.slack.posted(CHANNEL)
+
+        await wait_for(card_posted)
+        await quiet(0.2)  # the card's delivery is done
+        before, calls = await snapshot(h, run_id), len(h.slack.calls)
+
+        unknown_click, key = h.action_body(USERS["bob"], "signoff_frobnicate", request_id)
+        sent = [
+            (home_opened("Ev0HOME01"), JSON),
+            (channel_message("Ev0MSG001"), JSON),
+            (unknown_click, {}),
+            (view_closed(), {}),
+        ]
+        for body, extra in sent:
+            headers = {**signed_headers(body), **extra}
+            assert await h.send(body, headers) == (200, ""), body[:80]
+            # The same bytes unsigned, or signed with another secret: refused as before.
+            unsigned = {k: v for k, v in headers.items() if k != "X-Slack-Signature"}
+            assert (await h.send(body, unsigned))[0] == 401
+            forged = {**signed_headers(body, secret="0" * 32), **extra}
+            assert (await h.send(body, forged))[0] == 401
+
+        await quiet(0.3)  # a follow-up, had one been started, has reached the fake
+        assert await snapshot(h, run_id) == before
+        assert len(h.slack.calls) == calls and h.told(key) == []
+
+
+async def test_a_listener_for_an_event_still_wins_over_the_acknowledgement(
+    migrated_db_url: str,
+) -> None:
+    """A module that handles ``app_home_opened`` (registered after Signoff's own listeners)
+    gets the event; the blanket acknowledgement is only for what nobody takes."""
+    async with running_slack(migrated_db_url, FLOWS) as h:
+        seen: list[str] = []
+
+        async def on_home(ack: Any, event: dict[str, Any]) -> None:
+            seen.append(event["user"])
+            await ack()
+
+        h.api.client.server.app[BOLT].event("app_home_opened")(on_home)
+        body = home_opened("Ev0HOME02")
+        assert (await h.send(body, {**signed_headers(body), **JSON}))[0] == 200
+        assert seen == [USERS["bob"]]
