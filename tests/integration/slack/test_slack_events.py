@@ -8,8 +8,10 @@ the reply already in the thread (its message metadata) and posts nothing.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
+from collections import Counter
 
 import pytest
 
@@ -103,3 +105,35 @@ async def test_startup_logs_no_bolt_token_warning(
         assert "slack" in h.engine.dispatcher.sinks
     unused = [r.getMessage() for r in caplog.records if "will be unused" in r.getMessage()]
     assert unused == []
+
+
+async def test_an_event_and_its_retry_at_once_on_two_replicas_make_one_reply(
+    migrated_db_url: str,
+) -> None:
+    """Two apps on one database (two replicas behind a load balancer) get the same
+    ``event_id`` at the same moment: the first delivery on one, Slack's retry on the other.
+    The database's insert-if-absent of the event id lets exactly one of them act."""
+    rounds = 20
+    async with (
+        running_slack(migrated_db_url, FLOWS) as first,
+        running_slack(migrated_db_url, FLOWS, tokens=False) as second,
+    ):
+        for n in range(rounds):
+            event = mention(f"Ev0TWIN{n:04d}", ts=f"1700000100.{n:06d}")
+            retry = {"X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_timeout"}
+            answers = await asyncio.gather(
+                first.send(event, {**signed_headers(event), **JSON}),
+                second.send(event, {**signed_headers(event), **JSON, **retry}),
+            )
+            assert [status for status, _ in answers] == [200, 200]
+
+        def replies() -> list:
+            return first.slack.posted(CHANNEL) + second.slack.posted(CHANNEL)
+
+        async def all_answered() -> bool:
+            return len({m.thread_ts for m in replies()}) == rounds
+
+        await wait_for(all_answered)
+        await quiet(0.5)  # a second reply, had one been started, has reached its fake
+        per_thread = Counter(m.thread_ts for m in replies())
+        assert per_thread == dict.fromkeys(per_thread, 1) and len(per_thread) == rounds
