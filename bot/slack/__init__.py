@@ -1,8 +1,10 @@
 """Slack: approval cards in threads, buttons that decide, ``/signoff``, one HTTP endpoint.
 
 ``install(app, engine)`` mounts ``POST /slack/events`` (interactivity, slash commands and
-events, all signature-checked by bolt) and registers the outbox sink that posts cards and
-notices. Every slack_bolt / slack_sdk import lives in this package. Modules:
+events, all signature-checked by bolt), or with ``slack.socketMode`` opens a Socket Mode
+connection instead (``socket.py``: no endpoint, no signing secret), and registers the outbox
+sink that posts cards and notices. Every slack_bolt / slack_sdk import lives in this package.
+Modules:
 
     bolt.py        the AsyncApp: verification, authorization, listeners
     actions.py     card buttons and the deny modal
@@ -13,6 +15,7 @@ notices. Every slack_bolt / slack_sdk import lives in this package. Modules:
     render.py      outbox records as Slack messages (through ``cards``)
     api.py         the Web API calls, on one session
     background.py  follow-up work after an acknowledgement
+    socket.py      Socket Mode: the same app over a WebSocket to Slack
 """
 
 from __future__ import annotations
@@ -30,16 +33,19 @@ from bot.slack.background import Background
 from bot.slack.bolt import build_bolt_app
 from bot.slack.shape import shape_problem, signed, timestamp_problem
 from bot.slack.sink import SlackSink
+from bot.slack.socket import SocketMode
 from engine.assembly import Engine
 
 NAME = "slack"  # its address prefix in channels: (slack:<channel id>, slack:@<person>, slack:dm)
 EVENTS_PATH = "/slack/events"
 BOLT = web.AppKey("slack_bolt", AsyncApp)  # the bolt app serving Slack, for tests to reach
+SOCKET = web.AppKey("slack_socket", SocketMode)  # its Socket Mode connection, when on
 log = logging.getLogger(__name__)
 
 
 def install(app: web.Application, engine: Engine) -> None:
-    """Mount Slack on ``app`` when ``slack.botToken`` and ``slack.signingSecret`` are set."""
+    """Mount Slack on ``app`` when ``slack.botToken`` and ``slack.signingSecret`` are set, or
+    connect over Socket Mode when ``slack.socketMode`` is on with ``slack.appToken``."""
     if not engine.config.slack.enabled:
         return
     api = SlackApi(engine.config.slack, engine.config.proxies)
@@ -47,6 +53,18 @@ def install(app: web.Application, engine: Engine) -> None:
     bolt = build_bolt_app(engine, api, background)
     engine.add_sink(NAME, SlackSink(engine, api))
     app[BOLT] = bolt
+
+    async def close(_: web.Application) -> None:
+        # After the engine stopped (cleanup contexts run first): nothing posts any more.
+        await background.drain()
+        await api.close()
+
+    app.on_cleanup.append(close)
+    if engine.config.slack.socket_mode:
+        socket = SocketMode(bolt, engine.config.slack, engine.config.proxies)
+        app[SOCKET] = socket
+        socket.install(app)
+        return
 
     verifier = SignatureVerifier(engine.config.slack.signing_secret)
 
@@ -66,13 +84,7 @@ def install(app: web.Application, engine: Engine) -> None:
         response = await bolt.async_dispatch(await to_bolt_request(request))
         return await to_aiohttp_response(response)
 
-    async def close(_: web.Application) -> None:
-        # After the engine stopped (cleanup contexts run first): nothing posts any more.
-        await background.drain()
-        await api.close()
-
     app.router.add_post(EVENTS_PATH, events)
-    app.on_cleanup.append(close)
 
 
 CHANNEL = Channel(NAME, install, person_field="slack")

@@ -12,6 +12,11 @@ insert-if-absent in the database, so it holds across replicas and restarts):
 * everything else (slash commands, button clicks, view submissions) by its signature, which
   is one HMAC per timestamp and body: the same bytes, the same key. Slack's other ids do not
   fit as well: a modal resubmitted after a validation error keeps its view id and hash.
+* over Socket Mode (``bot/slack/socket.py``) nothing is signed: the socket itself is Slack,
+  and only Slack redelivers. A redelivered envelope carries the same payload (each click,
+  command or submission has its own ``trigger_id`` and times in it), so the payload's hash
+  names it. Events keep their ``event_id``, so an event and its retry are one key whichever
+  way each arrived.
 
 A key seen before gets an empty 200, so a retry is never turned into an error. When the
 database cannot say, nothing acts: a slash command is told so (an ephemeral answer), anything
@@ -21,6 +26,7 @@ else gets a 503, which Slack retries for events.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -37,7 +43,8 @@ log = logging.getLogger(__name__)
 # A request is accepted while its timestamp is within 5 minutes of now: one accepted at ``now``
 # may come again until ``now + 10 min``. Five more cover clocks that disagree a little.
 SIGNED_KEEP = timedelta(minutes=15)
-# Slack retries an event at once, after 1 minute and after 5 (each re-signed, same event_id).
+# Slack retries an event at once, after 1 minute and after 5 (each re-signed, same event_id);
+# a Socket Mode envelope comes again when it was not acknowledged, on the next socket.
 EVENT_KEEP = timedelta(hours=1)
 UNRECORDED = "Signoff could not record this request just now, so it did nothing. Try again."
 
@@ -52,9 +59,12 @@ def request_key(req: AsyncBoltRequest) -> tuple[str, timedelta] | None:
             event_id = hashlib.sha256(event_id.encode()).hexdigest()
         return f"slack:event:{event_id}", EVENT_KEEP
     signature = (req.headers.get("x-slack-signature") or [""])[0]
-    if not signature:
-        return None
-    return f"slack:signature:{signature}", SIGNED_KEEP
+    if signature:
+        return f"slack:signature:{signature}", SIGNED_KEEP
+    if req.mode == "socket_mode" and body:
+        canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+        return f"slack:socket:{hashlib.sha256(canonical.encode()).hexdigest()}", EVENT_KEEP
+    return None
 
 
 class ActOnce(AsyncMiddleware):

@@ -104,7 +104,10 @@ CHANNEL_ADDRESSES: tuple[ChannelAddress, ...] = (
             "slack channel must be a channel id like C0123ABCD, @<person or group> or dm, "
             "got {target}"
         ),
-        needs=("Slack", "slack.botToken and slack.signingSecret"),
+        needs=(
+            "Slack",
+            "slack.botToken and slack.signingSecret, or slack.appToken in Socket Mode",
+        ),
         state=slack_state,
         people=True,
     ),

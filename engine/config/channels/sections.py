@@ -31,13 +31,22 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class SlackConfig:
+    """Over HTTP Slack signs each request with the signing secret. In Socket Mode
+    (``socket_mode``) Signoff opens a WebSocket to Slack with the app-level token
+    (``app_token``, ``xapp-...``) and takes everything through it: no HTTP endpoint is
+    mounted, so the signing secret is not needed. The bot token makes the Web API calls in
+    both."""
+
     bot_token: str = ""
     signing_secret: str = ""
     api_base_url: str = "https://slack.com/api/"  # always ends with "/"
+    socket_mode: bool = False
+    app_token: str = ""
 
     @property
     def enabled(self) -> bool:
-        return bool(self.bot_token and self.signing_secret)
+        inbound = self.app_token if self.socket_mode else self.signing_secret
+        return bool(self.bot_token and inbound)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,13 +87,34 @@ class WebhooksConfig:
     hooks: Mapping[str, WebhookConfig]
 
 
+APP_TOKEN_PREFIX = "xapp-"  # Slack's app-level tokens, the only ones apps.connections.open takes
+
+
 def parse_slack(raw: Any, path: str, problems: list[str], server: ServerConfig) -> SlackConfig:
-    s = Section(raw, path, problems, ("botToken", "signingSecret", "apiBaseUrl"))
+    keys = ("botToken", "signingSecret", "apiBaseUrl", "socketMode", "appToken")
+    s = Section(raw, path, problems, keys)
     api = s.url("apiBaseUrl", "https://slack.com/api/") or "https://slack.com/api/"
+    socket_mode = bool(s.flag("socketMode", False))
+    app_token = s.text("appToken", "") or ""
+    if app_token and not app_token.startswith(APP_TOKEN_PREFIX):
+        s.error(
+            "appToken",
+            "must be an app-level token (xapp-..., made under Basic Information -> App-Level "
+            "Tokens with the connections:write scope), not a bot or user token",
+        )
+        app_token = ""
+    elif socket_mode and not app_token:
+        s.error(
+            "appToken",
+            "is required with slack.socketMode: true (an app-level token, xapp-..., with the "
+            "connections:write scope; the signing secret is not needed then)",
+        )
     return SlackConfig(
         bot_token=s.text("botToken", "") or "",
         signing_secret=s.text("signingSecret", "") or "",
         api_base_url=api if api.endswith("/") else api + "/",
+        socket_mode=socket_mode,
+        app_token=app_token,
     )
 
 
@@ -142,14 +172,19 @@ def parse_webhooks(
 
 def slack_state(config: SlackConfig) -> str:
     token, secret = config.bot_token, config.signing_secret
-    if not token and not secret:
+    if not token and not secret and not config.socket_mode:
         return "unset"
     problems = []
     if not token.startswith("xoxb-"):
         problems.append("botToken does not look like a bot token (xoxb-...)")
-    if len(secret) < 16:
+    if config.socket_mode:
+        if not config.app_token:
+            problems.append("appToken is not set (xapp-...)")
+    elif len(secret) < 16:
         problems.append("signingSecret is too short")
-    return "invalid: " + "; ".join(problems) if problems else "set"
+    if problems:
+        return "invalid: " + "; ".join(problems)
+    return "set (Socket Mode)" if config.socket_mode else "set"
 
 
 def teams_state(config: TeamsConfig) -> str:
@@ -163,8 +198,16 @@ def teams_state(config: TeamsConfig) -> str:
 
 
 def slack_warnings(config: SlackConfig) -> list[str]:
+    if config.socket_mode:
+        if not config.bot_token:
+            return [
+                "slack.botToken: needed in Socket Mode too (it posts the cards); Slack is disabled"
+            ]
+        return []
     if bool(config.bot_token) != bool(config.signing_secret):
         return ["slack: botToken and signingSecret are both needed; Slack is disabled"]
+    if config.app_token:
+        return ["slack.appToken: used only with slack.socketMode: true; it is ignored"]
     return []
 
 

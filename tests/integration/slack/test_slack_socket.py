@@ -1,0 +1,266 @@
+"""Slack over Socket Mode, end to end: the real app connects to a fake Slack's WebSocket
+(``tests/fakes/slack_socket.py``) and takes events, clicks, modals and commands through it.
+
+The connection is opened with the app-level token at ``slack.apiBaseUrl``; every envelope is
+answered with its ``envelope_id`` (a slash command's reply and a modal's errors as its payload);
+a dropped socket and a ``disconnect`` are followed by a new ``apps.connections.open``; an
+envelope Slack sends again (``retry_attempt``) acts once. A run parks, its card is posted to
+the fake Web API, Approve arrives over the socket, the run resumes once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from aiohttp.test_utils import TestClient, TestServer
+
+from bot.app import create_app
+from bot.keys import ENGINE
+from bot.slack import SOCKET
+from engine.assembly import EngineOptions
+from engine.config import parse_config
+from engine.domain.model import JournalEvent, Role, RunStatus, TakeoverStatus
+from tests.fakes.slack_socket import FakeSlackSocket
+from tests.integration.slack.harness import CHANNEL, TEAM, USERS, SlackHarness
+from tests.integration.slack.test_slack_clicks import FLOWS
+from tests.support.api import Api
+from tests.support.clock import ManualClock
+from tests.support.engines import PEOPLE, wait_for, wait_status
+from tests.support.ids import SequentialIds
+from tests.support.waiting import quiet
+
+
+def socket_config(db_url: str, slack: FakeSlackSocket) -> str:
+    return (
+        f"database: {{url: '{db_url}'}}\n"
+        "server: {workers: 8, leaseSeconds: 30, pollSeconds: 0.05, "
+        "publicUrl: 'http://signoff.test'}\n"
+        f"slack: {{botToken: '{slack.token}', socketMode: true, appToken: '{slack.app_token}', "
+        f"apiBaseUrl: '{slack.api_url}'}}\n" + PEOPLE + "workflows:\n" + _indent(FLOWS)
+    )
+
+
+def _indent(text: str) -> str:
+    return "".join(f"  {line}\n" for line in text.strip("\n").splitlines())
+
+
+@asynccontextmanager
+async def running_socket(db_url: str, **fake: Any) -> AsyncIterator[SlackHarness]:
+    """The real app in Socket Mode against a ``FakeSlackSocket``, connected."""
+    async with FakeSlackSocket(**fake) as slack:
+        options = EngineOptions(clock=ManualClock(), ids=SequentialIds("id"), owner="socket")
+        app = create_app(parse_config(socket_config(db_url, slack), {}), options)
+        app[SOCKET].ping_seconds = 0.5  # a dead socket is noticed within a second
+        client = TestClient(TestServer(app))
+        await client.start_server()
+        api = Api(client, app[ENGINE], {})
+        await api.token("agent", Role.AGENT)
+        try:
+            await slack.connected(1)
+            yield SlackHarness(api, slack)
+        finally:
+            await client.close()
+    assert slack.socket_violations == []
+
+
+def click(h: SlackHarness, user: str, action_id: str, value: str, key: str) -> dict[str, Any]:
+    """A ``block_actions`` payload, as an ``interactive`` envelope carries it."""
+    return {
+        "type": "block_actions",
+        "team": {"id": TEAM, "domain": "signoff-test"},
+        "user": {"id": user, "username": user.lower(), "team_id": TEAM},
+        "api_app_id": "A0SIGNOFF",
+        "trigger_id": h.slack.trigger(),
+        "container": {"type": "message", "message_ts": "0.0", "channel_id": CHANNEL},
+        "channel": {"id": CHANNEL, "name": "approvals"},
+        "response_url": h.slack.response_url(key),
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": "actions",
+                "value": value,
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+
+
+def deny_submission(h: SlackHarness, user: str, request_id: str, reason: str) -> dict[str, Any]:
+    return {
+        "type": "view_submission",
+        "team": {"id": TEAM, "domain": "signoff-test"},
+        "user": {"id": user, "team_id": TEAM},
+        "api_app_id": "A0SIGNOFF",
+        "trigger_id": h.slack.trigger(),
+        "view": {
+            "id": "V0DENY",
+            "type": "modal",
+            "callback_id": "signoff_deny_reason",
+            "private_metadata": request_id,
+            "state": {
+                "values": {"reason": {"reason": {"type": "plain_text_input", "value": reason}}}
+            },
+        },
+    }
+
+
+def command(h: SlackHarness, user: str, text: str) -> dict[str, Any]:
+    return {
+        "token": "unused-verification-token",
+        "team_id": TEAM,
+        "channel_id": CHANNEL,
+        "user_id": user,
+        "command": "/signoff",
+        "text": text,
+        "api_app_id": "A0SIGNOFF",
+        "response_url": h.slack.response_url("command"),
+        "trigger_id": h.slack.trigger(),
+    }
+
+
+def event(event_id: str, inner: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "event_callback",
+        "team_id": TEAM,
+        "api_app_id": "A0SIGNOFF",
+        "event_id": event_id,
+        "event_time": int(time.time()),
+        "event": inner,
+    }
+
+
+async def parked(h: SlackHarness, order: str) -> tuple[str, str]:
+    """A run waiting at its approval, its card posted to the channel; (run id, request id)."""
+    run_id = await h.start("refund", {"order": order})
+    request = await h.request_of(run_id)
+    await wait_status(h.engine, run_id, RunStatus.WAITING)
+
+    async def card() -> list:
+        return [m for m in h.slack.posted(CHANNEL) if order in json.dumps(m.blocks)]
+
+    await wait_for(card)
+    return run_id, request.id
+
+
+async def test_a_click_over_the_socket_resumes_the_run_once_across_drops(
+    migrated_db_url: str,
+) -> None:
+    async with running_socket(migrated_db_url) as h:
+        slack = h.slack
+        opens = slack.calls_of("apps.connections.open")
+        assert len(opens) == 1 and opens[0].status == 200 and opens[0].error is None
+        # No HTTP endpoint in Socket Mode: nothing to sign, nothing to forge.
+        assert (await h.api.client.post("/slack/events", data="{}")).status == 404
+
+        run_id, request_id = await parked(h, "S-1")
+
+        # The socket is dropped, then refreshed: each time a new apps.connections.open.
+        await slack.drop()
+        await slack.connected(2)
+        await slack.refresh()
+        await slack.connected(3)
+        assert len(slack.opened) == 3
+
+        envelope = await slack.send(
+            "interactive", click(h, USERS["bob"], "signoff_grant", request_id, "approve")
+        )
+        ack = await slack.ack(envelope)
+        assert ack.connection == 3 and ack.payload is None
+        await wait_status(h.engine, run_id, RunStatus.COMPLETED)
+        journal = await h.engine.store.journal(run_id)
+
+        # Slack saw no answer (say the socket died with it) and sends the click again.
+        again = await slack.redeliver(envelope)
+        assert (await slack.ack(again)).payload is None
+        await quiet(0.3)  # a second decision or reply, had one been started, has happened
+
+        assert await h.engine.store.journal(run_id) == journal
+        events = [e.event for e in journal]
+        assert events.count(JournalEvent.TAKEOVER_RELEASED) == 1
+        assert events.count(JournalEvent.RUN_RESUMED) == 1
+        request = await h.engine.store.get_takeover(request_id)
+        assert request.status == TakeoverStatus.RELEASED and request.decided_by == "bob"
+        refunds = [
+            e for e in await h.engine.store.ledger(run_id=run_id) if e["step_id"] == "refund"
+        ]
+        assert len(refunds) == 1
+        assert h.told("approve") == []  # the winner is told nothing, the first time or again
+
+
+async def test_commands_events_and_modals_over_the_socket(migrated_db_url: str) -> None:
+    async with running_socket(migrated_db_url) as h:
+        slack = h.slack
+        # A slash command's answer is the payload of its acknowledgement.
+        ack = await slack.ack(await slack.send("slash_commands", command(h, USERS["bob"], "help")))
+        assert ack.payload is not None and "/signoff pending" in ack.payload["text"]
+        assert ack.payload["response_type"] == "ephemeral"
+
+        # An @mention is acknowledged at once and answered in its thread, once, though
+        # Slack sends it again (retry_attempt 1).
+        mention = event(
+            "Ev0SOCKET1",
+            {
+                "type": "app_mention",
+                "user": USERS["bob"],
+                "text": "<@U0SIGNOFF> help?",
+                "channel": CHANNEL,
+                "ts": "1700000001.000200",
+            },
+        )
+        first = await slack.send("events_api", mention)
+        assert (await slack.ack(first)).payload is None
+        await slack.ack(await slack.redeliver(first))
+
+        async def replied() -> list:
+            return slack.thread(CHANNEL, "1700000001.000200")
+
+        await wait_for(replied)
+
+        # An event nobody handles is acknowledged too (unanswered, Slack would send it again).
+        home = event("Ev0SOCKET2", {"type": "app_home_opened", "user": USERS["bob"]})
+        assert (await slack.ack(await slack.send("events_api", home))).payload is None
+
+        # Deny: the button opens the modal (views.open with the click's trigger_id), the
+        # submission denies; a second submission is answered with errors inside the modal.
+        run_id, request_id = await parked(h, "S-2")
+        await slack.ack(
+            await slack.send("interactive", click(h, USERS["bob"], "signoff_deny", request_id, "d"))
+        )
+
+        async def modal() -> list:
+            return slack.views
+
+        (view,) = await wait_for(modal)
+        assert view["private_metadata"] == request_id
+        submitted = deny_submission(h, USERS["bob"], request_id, "not this one")
+        assert (await slack.ack(await slack.send("interactive", submitted))).payload is None
+        await wait_status(h.engine, run_id, RunStatus.FAILED)
+        late = deny_submission(h, USERS["carol"], request_id, "me too")
+        answer = (await slack.ack(await slack.send("interactive", late))).payload
+        assert answer is not None and answer["response_action"] == "errors"
+        assert "Already denied by bob" in answer["errors"]["reason"]
+
+        await quiet(0.3)
+        assert len(slack.thread(CHANNEL, "1700000001.000200")) == 1
+        denied = await h.engine.store.get_takeover(request_id)
+        assert denied.status == TakeoverStatus.DENIED and denied.decided_by == "bob"
+
+
+async def test_a_malformed_envelope_is_acknowledged_and_does_nothing(
+    migrated_db_url: str, caplog: Any
+) -> None:
+    caplog.set_level(logging.WARNING, logger="bot.slack")
+    async with running_socket(migrated_db_url) as h:
+        _, request_id = await parked(h, "S-3")
+        bad = click(h, USERS["bob"], "signoff_grant", request_id, "bad")
+        bad["actions"] = []
+        assert (await h.slack.ack(await h.slack.send("interactive", bad))).payload is None
+        await quiet(0.3)
+        assert (await h.engine.store.get_takeover(request_id)).status == TakeoverStatus.PENDING
+        assert "refused a Slack interactive envelope: block_actions needs actions" in caplog.text
