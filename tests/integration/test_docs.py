@@ -141,6 +141,69 @@ def test_a_workflow_snippet_loads_with_the_shipped_app_yaml(block: Block) -> Non
         pytest.fail(f"{block.name} does not load: {exc.problems}", pytrace=False)
 
 
+def _snippets_with(*keys: str) -> list[Block]:
+    """The ``yaml`` blocks writing any of these top-level ``keys``."""
+    found = []
+    for block in ALL:
+        data = yaml.safe_load(block.code) if block.info == "yaml" else None
+        if isinstance(data, dict) and any(key in data for key in keys):
+            found.append(block)
+    return found
+
+
+SLACK_SNIPPETS = _snippets_with("slack")
+MANIFEST = ROOT / "bot" / "manifests" / "slack.yaml"
+MANIFEST_SNIPPETS = _snippets_with("settings", "features", "oauth_config")
+# What the guide's snippets read from the environment, as a reader would have set it.
+SLACK_ENV = {
+    "SLACK_BOT_TOKEN": "xoxb-docs-bot-token",
+    "SLACK_SIGNING_SECRET": "0123456789abcdef0123456789abcdef",
+    "SLACK_APP_TOKEN": "xapp-1-docs-app-token",
+}
+
+
+def test_the_socket_mode_snippets_are_among_those_checked() -> None:
+    slack = [b for b in SLACK_SNIPPETS if "socketMode" in b.code]
+    manifest = [b for b in MANIFEST_SNIPPETS if "socket_mode_enabled" in b.code]
+    assert slack and manifest
+
+
+@pytest.mark.parametrize("block", SLACK_SNIPPETS, ids=lambda b: b.name)
+def test_a_slack_snippet_loads_and_turns_slack_on(block: Block) -> None:
+    """A ``slack:`` section from the docs, in place of the shipped one (its other sections'
+    entries beside the shipped ones), loads with the tokens set, and Slack is on."""
+    merged = yaml.safe_load((ROOT / "app.yaml").read_text())
+    for key, value in yaml.safe_load(block.code).items():
+        shipped = merged.get(key)
+        both = isinstance(value, dict) and isinstance(shipped, dict) and key != "slack"
+        merged[key] = {**shipped, **value} if both else value
+    try:
+        config = parse_config(yaml.safe_dump(merged, sort_keys=False), SLACK_ENV, block.name)
+    except ConfigError as exc:
+        pytest.fail(f"{block.name} does not load: {exc.problems}", pytrace=False)
+    assert config.slack.enabled, block.name
+
+
+def _unknown_paths(snippet: Any, shipped: Any, at: str = "") -> list[str]:
+    if not isinstance(snippet, dict):
+        return []
+    if not isinstance(shipped, dict):
+        return [at or "(root)"]
+    out = []
+    for key, value in snippet.items():
+        path = f"{at}.{key}" if at else str(key)
+        out += [path] if key not in shipped else _unknown_paths(value, shipped[key], path)
+    return out
+
+
+@pytest.mark.parametrize("block", MANIFEST_SNIPPETS, ids=lambda b: b.name)
+def test_a_manifest_snippet_changes_keys_the_shipped_manifest_has(block: Block) -> None:
+    """A change the docs tell a reader to make to ``bot/manifests/slack.yaml`` names keys it
+    has (a misspelt key would be a setting Slack ignores, or refuses)."""
+    shipped = yaml.safe_load(MANIFEST.read_text())
+    assert _unknown_paths(yaml.safe_load(block.code), shipped) == [], block.name
+
+
 @dataclass
 class Served:
     """The environment the blocks run with, and what the stand-in mail service was sent."""
