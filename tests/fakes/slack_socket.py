@@ -81,6 +81,7 @@ class FakeSlackSocket(FakeSlack):
         super().__post_init__()
         self._tickets: set[str] = set()
         self._sockets: dict[int, web.WebSocketResponse] = {}
+        self._transports: dict[int, asyncio.Transport] = {}
         self._pending: dict[str, Envelope] = {}
         self._envelopes: dict[str, Envelope] = {}
         self._acked: dict[str, asyncio.Future[Ack]] = {}
@@ -108,6 +109,10 @@ class FakeSlackSocket(FakeSlack):
         await super().__aexit__(*exc)
 
     # -- what tests do -------------------------------------------------------------------------
+
+    @property
+    def open_sockets(self) -> int:
+        return len(self._sockets)
 
     async def connected(self, count: int = 1) -> None:
         """Wait until ``count`` sockets have been accepted (and greeted) in all."""
@@ -145,10 +150,14 @@ class FakeSlackSocket(FakeSlack):
         """The client's answer to ``envelope`` (its latest delivery)."""
         return await asyncio.wait_for(asyncio.shield(self._acked[envelope.envelope_id]), timeout)
 
-    async def drop(self) -> None:
-        """Close the current socket, as a network drop or a Slack restart does."""
+    async def drop(self, *, abrupt: bool = False) -> None:
+        """Close the current socket, as a Slack restart does; ``abrupt``: cut its connection
+        with no closing handshake, as a network drop does (the client notices by its ping)."""
         number = self.connections
-        await self._sockets[number].close()
+        if abrupt:
+            self._transports[number].abort()
+        else:
+            await self._sockets[number].close()
 
     async def refresh(self) -> None:
         """``disconnect`` (``refresh_requested``); the old socket closes once a new one is open."""
@@ -209,12 +218,15 @@ class FakeSlackSocket(FakeSlack):
             }
         )
         self._sockets[number] = ws
+        assert isinstance(request.transport, asyncio.Transport)
+        self._transports[number] = request.transport
         try:
             async for message in ws:
                 if message.type == WSMsgType.TEXT:
                     self._answer(message.data, number)
         finally:
             self._sockets.pop(number, None)
+            self._transports.pop(number, None)
         return ws
 
     def _answer(self, data: str, connection: int) -> None:
