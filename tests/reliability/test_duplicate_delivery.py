@@ -8,6 +8,7 @@ times likewise: side effects divided by approvals is exactly 1.000 again.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,6 +22,7 @@ from tests.fakes.teams import FakeConnector
 from tests.integration.slack.harness import SECRET, block_actions, signed_headers
 from tests.integration.teams.teamsharness import Teams
 from tests.reliability.cluster import TERMINAL, Cluster, size, start_runs
+from tests.support.waiting import quiet
 
 CHANNELS = 8  # Slack paces each channel to about a message a second
 SLACK_COPIES = 4
@@ -179,3 +181,50 @@ async def test_each_teams_invoke_three_times_one_side_effect(cluster: Cluster) -
         f"acks {dict(Counter(acks))}, approvals {approvals}, side effects {side_effects}, "
         f"ratio {side_effects / approvals:.3f}"
     )
+
+
+async def test_an_event_and_its_retries_across_the_replicas_make_one_reply(
+    cluster: Cluster, slack: FakeSlack
+) -> None:
+    """An @mention's first delivery and Slack's retries of it (same ``event_id``) reach
+    every replica at the same moment: exactly one of them answers it, each time."""
+    n = size(ci=20, full=100)
+    channel = "C0DUP0000"
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
+
+        async def deliver(i: int, copy: int) -> int:
+            body = json.dumps(
+                {
+                    "type": "event_callback",
+                    "team_id": "T0SIGNOFF",
+                    "api_app_id": "A0SIGNOFF",
+                    "event_id": f"Ev0DUP{i:05d}",
+                    "event_time": 1,
+                    "event": {
+                        "type": "app_mention",
+                        "user": BOB,
+                        "text": "<@U0SIGNOFF> help?",
+                        "channel": channel,
+                        "ts": f"1700000200.{i:06d}",
+                    },
+                }
+            )
+            headers = {**signed_headers(body), "Content-Type": "application/json"}
+            if copy:
+                headers |= {"X-Slack-Retry-Num": str(copy), "X-Slack-Retry-Reason": "timeout"}
+            server = cluster.servers[copy % len(cluster.servers)]
+            async with http.post(server.base + "/slack/events", data=body, headers=headers) as r:
+                await r.read()
+                return r.status
+
+        copies = max(len(cluster.servers), 2)
+        acks = await asyncio.gather(*(deliver(i, c) for i in range(n) for c in range(copies)))
+
+        async def every_thread_answered() -> bool:
+            return len({m.thread_ts for m in slack.posted(channel)}) == n
+
+        await cluster.wait_until("a reply in every thread", every_thread_answered, 60)
+        await quiet(1.0)  # a second reply, had one been started, has reached the fake
+    assert Counter(acks) == Counter({200: n * copies}), Counter(acks)
+    replies = Counter(m.thread_ts for m in slack.posted(channel))
+    assert len(replies) == n and set(replies.values()) == {1}, replies
