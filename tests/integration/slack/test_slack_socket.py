@@ -18,6 +18,8 @@ from contextlib import asynccontextmanager
 from functools import partial
 from typing import Any
 
+import aiohttp
+import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from bot.app import create_app
@@ -268,3 +270,28 @@ async def test_a_malformed_envelope_is_acknowledged_and_does_nothing(
         await quiet(0.3)
         assert (await h.engine.store.get_takeover(request_id)).status == TakeoverStatus.PENDING
         assert "refused a Slack interactive envelope: block_actions needs actions" in caplog.text
+
+
+async def test_the_fake_refuses_what_slack_refuses() -> None:
+    """apps.connections.open takes only the app-level token; its URL connects once."""
+    async with FakeSlackSocket() as slack, aiohttp.ClientSession() as http:
+
+        async def open_with(token: str) -> dict[str, Any]:
+            url = slack.api_url + "apps.connections.open"
+            async with http.post(url, headers={"Authorization": f"Bearer {token}"}) as resp:
+                return dict(await resp.json())
+
+        assert (await open_with(slack.token))["error"] == "not_allowed_token_type"
+        assert (await open_with("xapp-1-someone-else"))["error"] == "invalid_auth"
+        opened = await open_with(slack.app_token)
+        assert opened["ok"] and opened["url"].startswith("ws://127.0.0.1:")
+        async with http.ws_connect(opened["url"]) as ws:
+            hello = await ws.receive_json()
+            assert hello["type"] == "hello"
+            # An answer to an envelope never sent is what Slack would drop: recorded.
+            await ws.send_json({"envelope_id": "not-sent"})
+            await until(lambda: slack.socket_violations)
+        with pytest.raises(aiohttp.WSServerHandshakeError):
+            await http.ws_connect(opened["url"])  # the URL's ticket was used
+        assert len(slack.socket_violations) == 2
+        slack.socket_violations.clear()
