@@ -61,9 +61,11 @@ def envelope_problem(req: SocketModeRequest) -> str | None:
         body = urlencode({"payload": json.dumps(req.payload)})
         return shape_problem(body.encode(), "application/x-www-form-urlencoded")
     if req.type == "slash_commands":
+        # Over HTTP every field is form text; here they are JSON values, which bolt reads
+        # leniently: the texts are checked as the form's are, and the command must be one.
+        if not isinstance(req.payload.get("command"), str):
+            return "a slash command needs its command"
         fields = {k: v for k, v in req.payload.items() if isinstance(v, str)}
-        if len(fields) != len(req.payload):
-            return "a slash command's fields are text"
         return shape_problem(urlencode(fields).encode(), "application/x-www-form-urlencoded")
     return None  # other envelope types reach bolt, which acknowledges what it does not take
 

@@ -126,6 +126,7 @@ def command(h: SlackHarness, user: str, text: str) -> dict[str, Any]:
         "api_app_id": "A0SIGNOFF",
         "response_url": h.slack.response_url("command"),
         "trigger_id": h.slack.trigger(),
+        "is_enterprise_install": False,  # JSON here, where HTTP has form text
     }
 
 
@@ -270,6 +271,12 @@ async def test_a_malformed_envelope_is_acknowledged_and_does_nothing(
         await quiet(0.3)
         assert (await h.engine.store.get_takeover(request_id)).status == TakeoverStatus.PENDING
         assert "refused a Slack interactive envelope: block_actions needs actions" in caplog.text
+
+        nul = command(h, USERS["alice"], "gate on\x00")
+        assert (await h.slack.ack(await h.slack.send("slash_commands", nul))).payload is None
+        settings = await h.engine.gate.settings.effective(None, None, fresh=True)
+        assert not settings.enabled
+        assert "refused a Slack slash_commands envelope" in caplog.text
 
 
 async def test_the_fake_refuses_what_slack_refuses() -> None:
