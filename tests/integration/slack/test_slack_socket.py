@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -35,6 +36,7 @@ from tests.support.api import Api
 from tests.support.clock import ManualClock
 from tests.support.engines import PEOPLE, wait_for, wait_status
 from tests.support.ids import SequentialIds
+from tests.support.process import Server, free_port
 from tests.support.waiting import quiet, until
 
 
@@ -116,6 +118,12 @@ def deny_submission(h: SlackHarness, user: str, request_id: str, reason: str) ->
 
 
 def command(h: SlackHarness, user: str, text: str) -> dict[str, Any]:
+    return command_fields(user, text, h.slack.response_url("command"), h.slack.trigger())
+
+
+def command_fields(
+    user: str, text: str, response_url: str = "", trigger_id: str = "1.2.3"
+) -> dict[str, Any]:
     return {
         "token": "unused-verification-token",
         "team_id": TEAM,
@@ -124,8 +132,8 @@ def command(h: SlackHarness, user: str, text: str) -> dict[str, Any]:
         "command": "/signoff",
         "text": text,
         "api_app_id": "A0SIGNOFF",
-        "response_url": h.slack.response_url("command"),
-        "trigger_id": h.slack.trigger(),
+        "response_url": response_url,
+        "trigger_id": trigger_id,
         "is_enterprise_install": False,  # JSON here, where HTTP has form text
     }
 
@@ -302,3 +310,32 @@ async def test_the_fake_refuses_what_slack_refuses() -> None:
             await http.ws_connect(opened["url"])  # the URL's ticket was used
         assert len(slack.socket_violations) == 2
         slack.socket_violations.clear()
+
+
+async def test_signoff_serve_connects_at_start_and_closes_at_sigterm(
+    tmp_path: Path, db_url: str
+) -> None:
+    """The real ``signoff serve`` process: the socket opens with the app's start and is
+    closed by its shutdown (SIGTERM), which exits 0 with no traceback in the log."""
+    async with FakeSlackSocket() as slack:
+        port = free_port()
+        config = tmp_path / "app.yaml"
+        config.write_text(
+            f"database: {{url: '{db_url}'}}\n"
+            f"server: {{host: 127.0.0.1, port: {port}, pollSeconds: 0.1}}\n"
+            f"slack: {{botToken: '{slack.token}', socketMode: true, "
+            f"appToken: '{slack.app_token}', apiBaseUrl: '{slack.api_url}'}}\n"
+        )
+        log = tmp_path / "server.log"
+        server = Server(config, port, log, args=("--migrate",))
+        await server.start()
+        try:
+            await slack.connected(1)
+            help_ = await slack.send("slash_commands", command_fields("U0NOBODY1", "help"))
+            assert "/signoff pending" in ((await slack.ack(help_)).payload or {})["text"]
+        finally:
+            assert await server.stop() == 0
+        await until(lambda: slack.open_sockets == 0, what="the socket closed at SIGTERM")
+        text = log.read_text()
+        assert "Slack Socket Mode connected" in text and "Traceback" not in text, text
+        assert slack.socket_violations == []
