@@ -89,11 +89,12 @@ def build_bolt_app(engine: Engine, api: SlackApi, background: Background) -> Asy
 
 async def acknowledge_unhandled(error: Exception, body: object) -> BoltResponse | None:
     """bolt's error handler: a signed request no listener took is acknowledged (200, nothing
-    done); a listener's own failure is logged, as bolt's default handler does, and stays 500."""
+    done); a listener's or middleware's failure is logged, as bolt's default handlers do, and
+    stays 500."""
     if isinstance(error, BoltUnhandledRequestError):
         log.debug("acknowledged a Slack request Signoff does not handle: %s", _kind(body))
         return BoltResponse(status=200, body="")
-    log.exception("a Slack listener failed: %s", error, exc_info=error)
+    log.exception("handling a Slack request failed: %s", error, exc_info=error)
     return None
 
 

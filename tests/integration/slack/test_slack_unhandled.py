@@ -139,3 +139,18 @@ async def test_a_listener_for_an_event_still_wins_over_the_acknowledgement(
         body = home_opened("Ev0HOME02")
         assert (await h.send(body, {**signed_headers(body), **JSON}))[0] == 200
         assert seen == [USERS["bob"]]
+
+
+async def test_a_listener_that_fails_is_still_a_500_not_an_acknowledgement(
+    migrated_db_url: str, caplog: Any
+) -> None:
+    """Only what no listener takes is acknowledged: a listener's crash is not hidden."""
+    async with running_slack(migrated_db_url, FLOWS) as h:
+
+        async def broken(event: dict[str, Any]) -> None:
+            raise RuntimeError("the listener broke")
+
+        h.api.client.server.app[BOLT].event("app_home_opened")(broken)
+        body = home_opened("Ev0HOME03")
+        assert (await h.send(body, {**signed_headers(body), **JSON}))[0] == 500
+        assert "handling a Slack request failed: the listener broke" in caplog.text
