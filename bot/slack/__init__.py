@@ -6,6 +6,8 @@ notices. Every slack_bolt / slack_sdk import lives in this package. Modules:
 
     bolt.py        the AsyncApp: verification, authorization, listeners
     actions.py     card buttons and the deny modal
+    home.py        the Home tab: pending approvals and recent decisions, kept current
+    people.py      Slack user <-> person: people: ids, then email (users.lookupByEmail)
     commands.py    /signoff and @mentions
     sink.py        outbox delivery: threads, dedupe, rate limits, errors
     render.py      outbox records as Slack messages (through ``cards``)
@@ -25,6 +27,8 @@ from bot.plugin import Channel
 from bot.slack.api import SlackApi
 from bot.slack.background import Background
 from bot.slack.bolt import build_bolt_app
+from bot.slack.home import HomeTabs
+from bot.slack.people import SlackPeople
 from bot.slack.shape import shape_problem, signed, timestamp_problem
 from bot.slack.sink import SlackSink
 from engine.assembly import Engine
@@ -40,8 +44,10 @@ def install(app: web.Application, engine: Engine) -> None:
         return
     api = SlackApi(engine.config.slack, engine.config.proxies)
     background = Background()
-    bolt = build_bolt_app(engine, api, background)
-    engine.add_sink(NAME, SlackSink(engine, api))
+    people = SlackPeople(engine, api)
+    home = HomeTabs(engine, api, background, people)
+    bolt = build_bolt_app(engine, api, background, people, home)
+    engine.add_sink(NAME, SlackSink(engine, api, on_change=home.changed))
 
     verifier = SignatureVerifier(engine.config.slack.signing_secret)
 

@@ -18,6 +18,10 @@ posts nothing. The markers, not ``attempts``, are what catch a crash between a s
 claim lapses, with ``attempts`` unchanged. And a row held back by a 429 does not search the
 history when it goes out (that search has a rate limit of its own).
 
+Home tabs. Once a request's card or card update is delivered (a new request, a decision, an
+expiry), ``on_change`` is told its id: the Home tabs of the people it concerns are published
+again (``bot.slack.home``), in the background.
+
 Pacing and errors. ``min_interval`` (default 1 s: ``chat.postMessage`` allows about one message
 per second per channel, https://docs.slack.dev/reference/methods/chat.postMessage)
 is applied by the dispatcher per channel. HTTP 429 becomes ``DeliveryError(retry_after=...)``,
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,8 +80,16 @@ PERMANENT = frozenset(
 class SlackSink:
     """The ``slack`` platform of the outbox: channel ``slack:<channel id>``."""
 
-    def __init__(self, engine: Engine, api: SlackApi, *, min_interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        api: SlackApi,
+        *,
+        min_interval: float = 1.0,
+        on_change: Callable[[str], None] | None = None,
+    ) -> None:
         self.engine = engine
+        self.on_change = on_change  # told a request id once its card is delivered (Home tabs)
         self.queries = engine.queries
         self.chat = engine.chat
         self.api = api
@@ -102,6 +114,8 @@ class SlackSink:
                 await self._notice(message, target)
             else:
                 raise DeliveryError(f"unknown message kind {message.kind!r}", permanent=True)
+            if message.kind in (CARD, "card_update") and self.on_change is not None:
+                self.on_change(str(message.payload["requestId"]))
         except SlackApiError as exc:
             raise self._failure(target, exc) from exc
         except (aiohttp.ClientError, TimeoutError) as exc:

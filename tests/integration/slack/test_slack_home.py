@@ -1,0 +1,215 @@
+"""The Slack Home tab: a person's pending approvals and recent decisions, kept current.
+
+Everything is asserted on what the fake Slack received through ``views.publish`` (its
+``homes``: the last Home tab published for each member), after signed events and clicks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+from urllib.parse import urlencode
+
+from engine.domain.model import JournalEvent, Role, TakeoverStatus
+from tests.integration.slack.harness import (
+    CHANNEL,
+    TEAM,
+    USERS,
+    SlackHarness,
+    running_slack,
+    signed_headers,
+)
+from tests.support.clock import ManualClock
+from tests.support.engines import wait_for
+
+JSON = {"Content-Type": "application/json"}
+FLOWS = f"""
+refund:
+  nodes:
+    - {{id: approve, type: approval, reason: "Refund {{{{ input.order }}}}",
+       approvers: [finance], channels: ["slack:{CHANNEL}"], timeoutMinutes: 30}}
+    - {{id: refund, type: connector, connector: demo-ledger, action: refund,
+       args: {{order: "{{{{ input.order }}}}", note: "{{{{ input.note }}}}"}}}}
+quiet:
+  nodes:
+    - {{id: approve, type: approval, reason: "Quiet {{{{ input.order }}}}",
+       approvers: [finance], channels: [web]}}
+    - {{id: refund, type: connector, connector: demo-ledger, action: refund,
+       args: {{order: "{{{{ input.order }}}}"}}}}
+"""
+ALICE = USERS["alice"]
+
+
+def event_body(event: dict[str, Any], event_id: str) -> str:
+    return json.dumps(
+        {
+            "type": "event_callback",
+            "team_id": TEAM,
+            "api_app_id": "A0SIGNOFF",
+            "event_id": event_id,
+            "event_time": int(time.time()),
+            "event": event,
+        }
+    )
+
+
+async def open_home(h: SlackHarness, user: str, event_id: str) -> None:
+    body = event_body(
+        {"type": "app_home_opened", "user": user, "channel": "D0HOME", "tab": "home"}, event_id
+    )
+    status, _ = await h.send(body, {**signed_headers(body), **JSON})
+    assert status == 200
+
+
+async def home_click(h: SlackHarness, user: str, action_id: str, value: str) -> int:
+    """A click on a button of ``user``'s Home tab: a ``block_actions`` from a view, which
+    carries no ``response_url``."""
+    payload = {
+        "type": "block_actions",
+        "team": {"id": TEAM, "domain": "signoff-test"},
+        "user": {"id": user, "team_id": TEAM},
+        "api_app_id": "A0SIGNOFF",
+        "trigger_id": h.slack.trigger(),
+        "container": {"type": "view", "view_id": f"VH{user}"},
+        "view": {"id": f"VH{user}", "type": "home", "callback_id": "signoff_home"},
+        "actions": [
+            {
+                "type": "button",
+                "action_id": action_id,
+                "block_id": "x",
+                "value": value,
+                "action_ts": f"{time.time():.6f}",
+            }
+        ],
+    }
+    body = urlencode({"payload": json.dumps(payload)})
+    status, _ = await h.send_signed(body)
+    return status
+
+
+def texts(view: dict[str, Any]) -> str:
+    """Every text of a view, in order, one per line."""
+    out: list[str] = []
+    for block in view["blocks"]:
+        for obj in (block.get("text"), *block.get("elements", []), *block.get("fields", [])):
+            if isinstance(obj, dict) and isinstance(obj.get("text"), str):
+                out.append(obj["text"])
+            elif isinstance(obj, dict) and isinstance(obj.get("text"), dict):
+                out.append(obj["text"]["text"])
+    return "\n".join(out)
+
+
+def buttons(view: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        (e["action_id"], e.get("value", ""))
+        for b in view["blocks"]
+        if b["type"] == "actions"
+        for e in b["elements"]
+    ]
+
+
+async def home_of(h: SlackHarness, user: str, condition: Any) -> dict[str, Any]:
+    """The Home tab published for ``user`` once ``condition(view)`` holds."""
+
+    async def check() -> dict[str, Any] | None:
+        view = h.slack.homes.get(user)
+        return view if view is not None and condition(view) else None
+
+    found: dict[str, Any] = await wait_for(check)
+    return found
+
+
+async def started(h: SlackHarness, workflow: str, order: str, clock: ManualClock) -> str:
+    run_id = await h.start(workflow, {"order": order, "note": f"<!channel> {order}"})
+    request = await h.request_of(run_id)
+    clock.advance(minutes=10)  # the next request is newer
+    return request.id
+
+
+async def test_home_lists_pending_newest_first_and_recent_decisions(migrated_db_url: str) -> None:
+    clock = ManualClock()
+    async with running_slack(migrated_db_url, FLOWS, clock=clock) as h:
+        first = await started(h, "refund", "B-1", clock)
+        await h.api.token("bob", Role.APPROVER, "bob")
+        run_id = (await h.engine.store.get_takeover(first)).run_id
+        path = f"/v1/runs/{run_id}/takeover/{first}/grant"
+        status, _ = await h.api.call("POST", path, as_="bob", json={"release": True})
+        assert status == 200
+        second = await started(h, "refund", "B-2", clock)
+        third = await started(h, "quiet", "B-3", clock)  # no Slack card: listed all the same
+
+        await open_home(h, USERS["bob"], "Ev0HOME1")
+        view = await home_of(h, USERS["bob"], lambda v: "2 requests wait" in texts(v))
+        shown = texts(view)
+        assert view["type"] == "home" and len(view["blocks"]) <= 100
+        assert shown.index("Quiet B-3") < shown.index("Refund B-2")  # newest first
+        assert "Refund B-1" not in shown.split("Your recent decisions")[0]  # decided: not pending
+        assert "2 requests wait for your decision" in shown
+        assert "Expires in 10 min" in shown and "Expires in 20 min" in shown  # time left
+        # The exact arguments, previewed in a code block, escaped (no @channel ping).
+        assert '"note": "&lt;!channel&gt; B-2",\n  "order": "B-2"' in shown
+        assert ("signoff_grant", second) in buttons(view)
+        assert ("signoff_deny", second) in buttons(view)
+        assert ("signoff_takeover", third) in buttons(view)
+        assert ("signoff_home_arguments", third) in buttons(view)
+        recent = shown.split("Your recent decisions")[1]
+        assert "✅ Approved" in recent and "Refund B-1" in recent
+
+        # "Show arguments" opens a dialog with all of them.
+        assert await home_click(h, USERS["bob"], "signoff_home_arguments", second) == 200
+
+        async def dialog() -> list[dict[str, Any]]:
+            return h.slack.views
+
+        (opened,) = await wait_for(dialog)
+        assert opened["type"] == "modal" and opened["title"]["text"] == "Arguments"
+        assert '"order": "B-2"' in texts(opened) and "Refund B-2" in texts(opened)
+
+        # dave is in people: but approves nothing here: an empty tab, and no arguments to see.
+        await open_home(h, USERS["dave"], "Ev0HOME2")
+        dave = await home_of(h, USERS["dave"], lambda v: True)
+        assert "Nothing is waiting for your decision." in texts(dave)
+        assert buttons(dave) == []
+
+
+async def test_a_home_click_decides_once_and_republishes(migrated_db_url: str) -> None:
+    clock = ManualClock()
+    async with running_slack(migrated_db_url, FLOWS, clock=clock) as h:
+        request_id = await started(h, "refund", "B-1", clock)
+        await open_home(h, USERS["bob"], "Ev0HOME1")
+        await home_of(h, USERS["bob"], lambda v: ("signoff_grant", request_id) in buttons(v))
+
+        # A double click from the Home tab: one decision, the loser told on the tab.
+        statuses = await asyncio.gather(
+            *(home_click(h, USERS["bob"], "signoff_grant", request_id) for _ in range(2))
+        )
+        assert statuses == [200, 200]
+        request = await h.engine.store.get_takeover(request_id)
+        assert request.status == TakeoverStatus.RELEASED and request.decided_by == "bob"
+        journal = await h.engine.store.journal(request.run_id)
+        assert [e.event for e in journal].count(JournalEvent.TAKEOVER_GRANTED) == 1
+        view = await home_of(
+            h,
+            USERS["bob"],
+            lambda v: (
+                ("signoff_grant", request_id) not in buttons(v)
+                and "Refund B-1" in texts(v).split("Your recent decisions")[1]
+            ),
+        )
+        assert "Nothing is waiting for your decision." in texts(view)
+
+        async def told() -> bool:
+            return any(
+                "Already approved by"
+                in texts(
+                    c.args["view"]
+                    if isinstance(c.args["view"], dict)
+                    else json.loads(c.args["view"])
+                )
+                for c in h.slack.calls_of("views.publish", ok=True)
+                if c.args.get("user_id") == USERS["bob"]
+            )
+
+        assert await wait_for(told)
