@@ -213,3 +213,56 @@ async def test_a_home_click_decides_once_and_republishes(migrated_db_url: str) -
             )
 
         assert await wait_for(told)
+
+
+async def test_a_decision_elsewhere_or_an_expiry_republishes_home(migrated_db_url: str) -> None:
+    clock = ManualClock()
+    async with running_slack(migrated_db_url, FLOWS, clock=clock) as h:
+        in_channel = await started(h, "refund", "B-1", clock)
+        expiring = await started(h, "refund", "B-2", clock)
+        await open_home(h, ALICE, "Ev0HOME1")
+        await home_of(h, ALICE, lambda v: "2 requests wait" in texts(v))
+
+        # bob approves on the channel's card: alice's tab drops the request.
+        card = next(m for m in h.slack.posted(CHANNEL) if m.blocks)
+        status, _ = await h.click(USERS["bob"], "signoff_grant", in_channel, message_ts=card.ts)
+        assert status == 200
+        view = await home_of(h, ALICE, lambda v: "1 request waits" in texts(v))
+        assert ("signoff_grant", in_channel) not in buttons(view)
+        assert ("signoff_grant", expiring) in buttons(view)
+
+        # The other one expires: the sweep's card update republishes her tab too.
+        clock.advance(minutes=31)
+        assert await h.engine.sweeper.sweep_once() == 1
+        view = await home_of(h, ALICE, lambda v: "Nothing is waiting" in texts(v))
+        assert buttons(view) == []
+
+
+async def test_a_bigger_inbox_pages_with_more(migrated_db_url: str) -> None:
+    clock = ManualClock()
+    async with running_slack(migrated_db_url, FLOWS, clock=clock) as h:
+        for n in range(45):
+            await h.start("quiet", {"order": f"Q-{n:02d}"})
+            clock.advance(seconds=1)
+        await wait_for(lambda: _count(h, 45))
+
+        await open_home(h, ALICE, "Ev0HOME1")
+        first = await home_of(h, ALICE, lambda v: "45 requests wait" in texts(v))
+        assert len(first["blocks"]) <= 100
+        assert "(page 1 of 3)" in texts(first)
+        assert "Quiet Q-44" in texts(first) and "Quiet Q-25" in texts(first)
+        assert "Quiet Q-24" not in texts(first)
+        assert ("signoff_home_page", "1") in buttons(first)
+
+        assert await home_click(h, ALICE, "signoff_home_page", "1") == 200
+        second = await home_of(h, ALICE, lambda v: "(page 2 of 3)" in texts(v))
+        assert "Quiet Q-24" in texts(second) and "Quiet Q-05" in texts(second)
+        assert "Quiet Q-25" not in texts(second)
+        assert ("signoff_home_page", "0") in buttons(second)  # back to the newest
+        assert ("signoff_home_page", "2") in buttons(second)
+        assert h.slack.calls_of("views.publish", ok=False) == []  # Slack took every one
+
+
+async def _count(h: SlackHarness, n: int) -> bool:
+    found = await h.engine.store.list_takeovers(statuses=[TakeoverStatus.PENDING], limit=1000)
+    return len(found) >= n
