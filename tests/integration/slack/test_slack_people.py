@@ -72,13 +72,14 @@ async def test_a_person_with_only_an_email_is_found_and_kept(migrated_db_url: st
         body = event_body({"type": "user_change", "user": h.slack.users[ALICE]}, "Ev0CHANGE1")
         status, _ = await h.send(body, {**signed_headers(body), **JSON})
         assert status == 200
-        size = len(await h.engine.store.journal(request.run_id))
+        second_run = (await h.engine.store.get_takeover(second)).run_id
+        size = len(await h.engine.store.journal(second_run))
         status, key = await h.click(ALICE, "signoff_grant", second, message_ts=ts2)
         assert status == 200
         assert LINKING in await h.wait_told(key)
         assert calls(h, "users.info") == asked + 1  # asked Slack again
         assert (await h.engine.store.get_takeover(second)).status == TakeoverStatus.PENDING
-        assert len(await h.engine.store.journal(request.run_id)) == size
+        assert len(await h.engine.store.journal(second_run)) == size
 
 
 async def test_an_unknown_or_unconfirmed_clicker_is_told_how_to_get_linked(
