@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 
 MAX_PENDING = 1000  # requests read for one Home tab (50 pages): beyond, the console's queue
 MAX_WAIT_SECONDS = 60.0  # the longest Retry-After waited for; longer: the next change repairs
+MAX_LIMITED = 3  # publishes of one tab in a row refused by the rate limit before giving up
+MAX_OPENED = 10_000  # members remembered as having opened their tab (this process)
 DECIDED = (TakeoverStatus.RELEASED, TakeoverStatus.DENIED, TakeoverStatus.GRANTED)
 LOOKUP_FAILED = "Signoff couldn't ask Slack who you are just now. Open this tab again in a minute."
 
@@ -66,6 +68,7 @@ class HomeTabs:
         self._queued: dict[str, str | None] = {}  # member -> notice of their next publish
         self._busy: set[str] = set()  # members with a publishing task
         self._blocked_until = 0.0  # loop time Slack said views.publish may go again
+        self._opened: dict[str, None] = {}  # members who opened their tab here, oldest first
 
     def register(self, app: AsyncApp) -> None:
         app.event("app_home_opened")(self.opened)
@@ -77,8 +80,13 @@ class HomeTabs:
 
     async def opened(self, event: dict[str, Any]) -> None:
         """``app_home_opened`` (also sent for the Messages tab, which has nothing to publish)."""
-        if event.get("tab") == "home":
-            self.refresh(str(event.get("user") or ""))
+        user_id = str(event.get("user") or "")
+        if event.get("tab") == "home" and user_id:
+            self._opened.pop(user_id, None)
+            self._opened[user_id] = None
+            while len(self._opened) > MAX_OPENED:
+                del self._opened[next(iter(self._opened))]
+            self.refresh(user_id)
 
     async def user_changed(self, event: dict[str, Any]) -> None:
         """A member's profile changed (their email, maybe): forget what was looked up."""
@@ -121,34 +129,37 @@ class HomeTabs:
         except SignoffError as exc:
             log.warning("Home tabs of %s not republished: %s", request_id, exc)
             return
+        if not request.approvers:  # anyone may decide it: the tabs opened here, not everyone's
+            for opened in list(self._opened):
+                self.refresh(opened)
         for person in self._concerned(request):
             try:
                 user_id = await self.people.slack_id(person)
             except LookupUnavailable as exc:
-                log.warning(
-                    "no Slack id for %s just now (%s): Home tab not republished", person, exc
-                )
+                log.warning("no Slack id for %s now (%s): Home tab not republished", person, exc)
                 continue
             if user_id is not None:
                 self.refresh(user_id)
 
     def _concerned(self, request: TakeoverRequest) -> list[str]:
-        """Whose Home tab shows ``request``: its approvers (everyone when it names none), and
-        whoever decided it."""
+        """Whose Home tab shows ``request``: its approvers and whoever decided it."""
         people = self.engine.config.people
-        named = request.approvers or tuple(people)
         deciders = (request.decided_by, request.released_by, *(v.person for v in request.votes))
-        return [p for p in dict.fromkeys((*named, *deciders)) if p is not None and p in people]
+        named = (*request.approvers, *deciders)
+        return [p for p in dict.fromkeys(named) if p is not None and p in people]
 
     async def _publish_queued(self, user_id: str) -> None:
+        limited = 0
         try:
             while user_id in self._queued:
                 notice = self._queued.pop(user_id)
                 wait = self._blocked_until - asyncio.get_running_loop().time()
                 if wait > 0:
                     await asyncio.sleep(wait)
-                if not await self._publish(user_id, notice) and user_id not in self._queued:
-                    self._queued[user_id] = notice  # rate limited: once more, after the wait
+                if await self._publish(user_id, notice):
+                    limited = 0
+                elif (limited := limited + 1) < MAX_LIMITED and user_id not in self._queued:
+                    self._queued[user_id] = notice  # rate limited: again, after the wait
         finally:
             self._busy.discard(user_id)
 

@@ -10,7 +10,7 @@ user"):
   against the ``email:`` of the people who have no ``slack:`` id. A person given a ``slack:``
   id is never matched by email: the id written in ``app.yaml`` is the one that decides for them.
 
-Trust: the clicker's Slack id comes from the signed request, never from a body field, and an
+Trust: the clicker's Slack id is the one of the request whose signature bolt checked, and an
 email counts only when Slack says the member confirmed it (``is_email_confirmed``) and the
 member is neither deleted nor a bot.
 
@@ -18,12 +18,13 @@ Cache: both lookups are kept in this process for ``KEEP`` (on the engine's clock
 answers for ``KEEP_MISSING``; the ``user_change`` event (a member changed their profile, their
 email among it) forgets what was kept about that member at once. Another replica, which did not
 receive the event, follows within ``KEEP``. A lookup Slack did not answer (unreachable, rate
-limited) is not kept: the caller gets ``LookupUnavailable`` and changes nothing.
+limited, or slower than ``LOOKUP_SECONDS``: a click waits for it before its acknowledgement) is
+not kept: the caller gets ``LookupUnavailable`` and changes nothing.
 """
 
 from __future__ import annotations
 
-import logging
+import asyncio
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -35,12 +36,13 @@ from bot.slack.api import SlackApi, error_code
 from engine.assembly import Engine
 from engine.config import Person
 
-log = logging.getLogger(__name__)
-
 FIELD = "slack"  # the people: field holding a Slack user id
 KEEP = timedelta(hours=1)
 KEEP_MISSING = timedelta(minutes=5)
 MAX_KEPT = 10_000  # members kept by id (any member may click): the oldest go first
+# A click is acknowledged after its decision: a lookup on its way must leave time for that
+# within Slack's 3 s.
+LOOKUP_SECONDS = 2.0
 
 
 class LookupUnavailable(Exception):
@@ -126,7 +128,8 @@ class SlackPeople:
 
     async def _ask(self, call: Any) -> dict[str, Any] | None:
         try:
-            found: dict[str, Any] | None = await call
+            async with asyncio.timeout(LOOKUP_SECONDS):
+                found: dict[str, Any] | None = await call
         except SlackApiError as exc:
             raise LookupUnavailable(error_code(exc)) from exc
         except (aiohttp.ClientError, TimeoutError) as exc:

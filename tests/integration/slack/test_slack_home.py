@@ -141,7 +141,11 @@ async def test_home_lists_pending_newest_first_and_recent_decisions(migrated_db_
         third = await started(h, "quiet", "B-3", clock)  # no Slack card: listed all the same
 
         await open_home(h, USERS["bob"], "Ev0HOME1")
-        view = await home_of(h, USERS["bob"], lambda v: "2 requests wait" in texts(v))
+        # Published on opening, after the last request: earlier publishes (their cards') may
+        # show an earlier time left.
+        view = await home_of(
+            h, USERS["bob"], lambda v: "2 requests wait" in texts(v) and "in 10 min" in texts(v)
+        )
         shown = texts(view)
         assert view["type"] == "home" and len(view["blocks"]) <= 100
         assert shown.index("Quiet B-3") < shown.index("Refund B-2")  # newest first
@@ -266,3 +270,13 @@ async def test_a_bigger_inbox_pages_with_more(migrated_db_url: str) -> None:
 async def _count(h: SlackHarness, n: int) -> bool:
     found = await h.engine.store.list_takeovers(statuses=[TakeoverStatus.PENDING], limit=1000)
     return len(found) >= n
+
+
+async def test_a_rate_limited_publish_waits_and_publishes(migrated_db_url: str) -> None:
+    async with running_slack(migrated_db_url, FLOWS) as h:
+        h.slack.fail_next("views.publish", "ratelimited", 429)  # Retry-After: 1
+        await open_home(h, ALICE, "Ev0HOME1")
+        await home_of(h, ALICE, lambda v: "Nothing is waiting" in texts(v))
+        published = [c for c in h.slack.calls_of("views.publish") if c.args["user_id"] == ALICE]
+        assert [c.status for c in published] == [429, 200]
+        assert published[1].at - published[0].at >= 0.9  # it waited out the Retry-After
