@@ -47,7 +47,7 @@ def install(app: web.Application, engine: Engine) -> None:
     people = SlackPeople(engine, api)
     home = HomeTabs(engine, api, background, people)
     bolt = build_bolt_app(engine, api, background, people, home)
-    engine.add_sink(NAME, SlackSink(engine, api, on_change=home.changed))
+    engine.add_sink(NAME, SlackSink(engine, api, on_change=home.changed, people=people))
 
     verifier = SignatureVerifier(engine.config.slack.signing_secret)
 

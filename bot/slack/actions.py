@@ -287,8 +287,7 @@ class Interactions:
         return self._already(request.status.value, by)
 
     def _person(self, name: str, mention: bool) -> str:
-        found = self.engine.config.people.get(name)
-        if mention and found is not None and (user_id := found.ids.get("slack")):
+        if mention and (user_id := self.people.known_id(name)):
             return f"<@{user_id}>"
         return truncate(name, 100, Flavor.MRKDWN if mention else Flavor.PLAIN)
 

@@ -63,7 +63,7 @@ class HomeTabs:
         self.api = api
         self.background = background
         self.people = people
-        self.messages = SlackMessages(engine)
+        self.messages = SlackMessages(engine, people)
         self._pages: dict[str, int] = {}  # member -> the page they asked for (this process)
         self._queued: dict[str, str | None] = {}  # member -> notice of their next publish
         self._busy: set[str] = set()  # members with a publishing task

@@ -82,6 +82,17 @@ class SlackPeople:
             self._keep(self._emails, user_id, email)
         return user_id
 
+    def known_id(self, person: str) -> str | None:
+        """``slack_id`` without asking Slack: the ``slack:`` id, or the one kept for the
+        person's email (for mentions, rendered where no call can wait)."""
+        found = self.engine.config.people.get(person)
+        if found is None:
+            return None
+        if found.ids.get(FIELD):
+            return found.ids[FIELD]
+        kept = self._kept(self._ids, found.email.lower()) if found.email else None
+        return kept[0] if kept is not None else None
+
     # -- Slack id -> person --------------------------------------------------------------------
 
     async def person_for(self, user_id: str) -> Person | None:

@@ -42,7 +42,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 
 from bot.slack.api import SlackApi, error_code, retry_after_seconds
-from bot.slack.render import SlackMessages
+from bot.slack.render import KnownIds, SlackMessages
 from cards.render import CardTooLarge
 from engine.assembly import Engine
 from engine.domain import notify
@@ -87,13 +87,14 @@ class SlackSink:
         *,
         min_interval: float = 1.0,
         on_change: Callable[[str], None] | None = None,
+        people: KnownIds | None = None,
     ) -> None:
         self.engine = engine
         self.on_change = on_change  # told a request id once its card is delivered (Home tabs)
         self.queries = engine.queries
         self.chat = engine.chat
         self.api = api
-        self.messages = SlackMessages(engine)
+        self.messages = SlackMessages(engine, people)
         self.min_interval = min_interval
         self._blocked_until: dict[str, float] = {}  # channel id -> loop time Slack said to wait
         self._refused: dict[str, int] = {}  # dedupe key -> attempts, all refused by Slack

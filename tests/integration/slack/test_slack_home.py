@@ -121,10 +121,12 @@ async def home_of(h: SlackHarness, user: str, condition: Any) -> dict[str, Any]:
     return found
 
 
-async def started(h: SlackHarness, workflow: str, order: str, clock: ManualClock) -> str:
+async def started(
+    h: SlackHarness, workflow: str, order: str, clock: ManualClock, minutes: float = 10
+) -> str:
     run_id = await h.start(workflow, {"order": order, "note": f"<!channel> {order}"})
     request = await h.request_of(run_id)
-    clock.advance(minutes=10)  # the next request is newer
+    clock.advance(minutes=minutes)  # the next request is newer
     return request.id
 
 
@@ -222,10 +224,20 @@ async def test_a_home_click_decides_once_and_republishes(migrated_db_url: str) -
 async def test_a_decision_elsewhere_or_an_expiry_republishes_home(migrated_db_url: str) -> None:
     clock = ManualClock()
     async with running_slack(migrated_db_url, FLOWS, clock=clock) as h:
-        in_channel = await started(h, "refund", "B-1", clock)
-        expiring = await started(h, "refund", "B-2", clock)
+        in_channel = await started(h, "refund", "B-1", clock, minutes=1)
+        expiring = await started(h, "refund", "B-2", clock, minutes=1)
+        over_api = await started(h, "refund", "B-3", clock, minutes=1)
         await open_home(h, ALICE, "Ev0HOME1")
-        await home_of(h, ALICE, lambda v: "2 requests wait" in texts(v))
+        await home_of(h, ALICE, lambda v: "3 requests wait" in texts(v))
+
+        # bob denies one over the API: alice's tab drops it.
+        await h.api.token("bob", Role.APPROVER, "bob")
+        run_id = (await h.engine.store.get_takeover(over_api)).run_id
+        path = f"/v1/runs/{run_id}/takeover/{over_api}/deny"
+        status, _ = await h.api.call("POST", path, as_="bob", json={"notes": "no"})
+        assert status == 200
+        view = await home_of(h, ALICE, lambda v: "2 requests wait" in texts(v))
+        assert ("signoff_grant", over_api) not in buttons(view)
 
         # bob approves on the channel's card: alice's tab drops the request.
         card = next(m for m in h.slack.posted(CHANNEL) if m.blocks)
@@ -236,7 +248,7 @@ async def test_a_decision_elsewhere_or_an_expiry_republishes_home(migrated_db_ur
         assert ("signoff_grant", expiring) in buttons(view)
 
         # The other one expires: the sweep's card update republishes her tab too.
-        clock.advance(minutes=31)
+        clock.advance(minutes=29)  # 12:32: B-2 (12:01 + 30 min) is past its deadline
         assert await h.engine.sweeper.sweep_once() == 1
         view = await home_of(h, ALICE, lambda v: "Nothing is waiting" in texts(v))
         assert buttons(view) == []

@@ -66,6 +66,10 @@ async def test_a_person_with_only_an_email_is_found_and_kept(migrated_db_url: st
         asked = calls(h, "users.info")
         assert asked == 0  # who U0ALICE01 is was kept from the lookup by her email
 
+        # Whoever clicks too late is told who won, as a mention of her Slack id.
+        status, key = await h.click(USERS["bob"], "signoff_grant", first, message_ts=ts)
+        assert await h.wait_told(key) == f"Already approved by <@{ALICE}>; nothing changed."
+
         # Her email changes in Slack: the user_change event forgets what was kept, and the
         # member with the new address is nobody in people:.
         h.slack.users[ALICE]["profile"]["email"] = "alice@elsewhere.example"
