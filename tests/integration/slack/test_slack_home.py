@@ -178,6 +178,18 @@ async def test_home_lists_pending_newest_first_and_recent_decisions(migrated_db_
         dave = await home_of(h, USERS["dave"], lambda v: True)
         assert "Nothing is waiting for your decision." in texts(dave)
         assert buttons(dave) == []
+        assert await home_click(h, USERS["dave"], "signoff_home_arguments", second) == 200
+        dave = await home_of(h, USERS["dave"], lambda v: "Only the request's" in texts(v))
+        assert "Only the request's approvers may see its arguments." in texts(dave)
+        assert len(h.slack.views) == 1  # bob's dialog only
+        assert "B-2" not in texts(dave)
+
+        # A member Signoff cannot place gets a tab telling them how to get linked.
+        h.slack.add_user("U0STRANGER", "stranger@example.com")
+        await open_home(h, "U0STRANGER", "Ev0HOME3")
+        stranger = await home_of(h, "U0STRANGER", lambda v: True)
+        assert "add your Slack user id (U0STRANGER) or your email address" in texts(stranger)
+        assert buttons(stranger) == []
 
 
 async def test_a_home_click_decides_once_and_republishes(migrated_db_url: str) -> None:
