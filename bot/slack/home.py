@@ -49,7 +49,7 @@ MAX_PENDING = 1000  # requests read for one Home tab (50 pages): beyond, the con
 MAX_WAIT_SECONDS = 60.0  # the longest Retry-After waited for; longer: the next change repairs
 MAX_LIMITED = 3  # publishes of one tab in a row refused by the rate limit before giving up
 MAX_OPENED = 10_000  # members remembered as having opened their tab (this process)
-DECIDED = (TakeoverStatus.RELEASED, TakeoverStatus.DENIED, TakeoverStatus.GRANTED)
+DECIDED = (TakeoverStatus.RELEASED, TakeoverStatus.DENIED)  # taken over: still to release
 LOOKUP_FAILED = "Signoff couldn't ask Slack who you are just now. Open this tab again in a minute."
 
 
@@ -205,10 +205,18 @@ class HomeTabs:
         )
 
     async def _pending(self, person: str, who: Principal) -> list[Any]:
-        """The requests ``who`` may decide now (the engine's rule), newest first, with runs."""
+        """What waits for ``who``, with runs: the runs they took over (to release), then the
+        requests they may decide now (the engine's rule), each newest first."""
+        taken = QueueFilter(approver=person, status=TakeoverStatus.GRANTED, newest_first=True)
+        queue = await self.engine.queries.approval_queue(taken, limit=MAX_PAGE, cursor=None)
+        found: list[Any] = [
+            (e.request, e.run)
+            for e in queue.entries
+            if e.request.decided_by == person
+            and self.engine.approvals.release_refusal(e.request, who) is None
+        ]
         where = QueueFilter(approver=person, newest_first=True)
         now = self.engine.clock.now()
-        found: list[Any] = []
         cursor: str | None = None
         while len(found) < MAX_PENDING:
             queue = await self.engine.queries.approval_queue(where, limit=MAX_PAGE, cursor=cursor)
@@ -226,8 +234,8 @@ class HomeTabs:
         return found[:MAX_PENDING]
 
     async def _recent(self, person: str) -> list[TakeoverRequest]:
-        """``person``'s latest decisions: requests they approved, denied, took over or
-        released, newest decision first."""
+        """``person``'s latest decisions: requests they approved, denied or released (one
+        taken over and not released yet is still in their list), newest decision first."""
         mine: list[TakeoverRequest] = []
         for status in DECIDED:
             where = QueueFilter(approver=person, status=status, newest_first=True)

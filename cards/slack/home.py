@@ -1,12 +1,13 @@
 """A person's Slack Home tab, and the "Show arguments" dialog it opens, as Block Kit views.
 
 The Home tab lists the requests waiting for the viewer (``HomePage.pending``: one page, newest
-first), each with its summary, a short preview of the exact arguments, the time left and the
-card's own buttons (the same ``action_id`` values, so a click there decides exactly like a click
-on the card), then the viewer's recent decisions. Slack has no fold: the preview is the first
-``PREVIEW_CHARS`` of the canonical arguments, and "Show arguments" opens a dialog with all of
-them (``render_arguments_view``). A Home tab holds at most 100 blocks: a page shows
-``PAGE_SIZE`` requests and a "More" button publishes the next page.
+first; a run they took over comes first, with its Release button), each with its summary, a
+short preview of the exact arguments, the time left and the card's own buttons (the same
+``action_id`` values, so a click there decides exactly like a click on the card), then the
+viewer's recent decisions. Slack has no fold: the preview is the first ``PREVIEW_CHARS`` of the
+canonical arguments, and "Show arguments" opens a dialog with all of them
+(``render_arguments_view``). A Home tab holds at most 100 blocks: a page shows ``PAGE_SIZE``
+requests and a "More" button publishes the next page.
 """
 
 from __future__ import annotations

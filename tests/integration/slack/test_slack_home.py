@@ -152,7 +152,7 @@ async def test_home_lists_pending_newest_first_and_recent_decisions(migrated_db_
         assert view["type"] == "home" and len(view["blocks"]) <= 100
         assert shown.index("Quiet B-3") < shown.index("Refund B-2")  # newest first
         assert "Refund B-1" not in shown.split("Your recent decisions")[0]  # decided: not pending
-        assert "2 requests wait for your decision" in shown
+        assert "2 requests wait for you, newest first." in shown
         assert "Expires in 10 min" in shown and "Expires in 20 min" in shown  # time left
         # The exact arguments, previewed in a code block, escaped (no @channel ping).
         assert '"note": "&lt;!channel&gt; B-2",\n  "order": "B-2"' in shown
@@ -304,3 +304,22 @@ async def test_a_rate_limited_publish_waits_and_publishes(migrated_db_url: str) 
         published = [c for c in h.slack.calls_of("views.publish") if c.args["user_id"] == ALICE]
         assert [c.status for c in published] == [429, 200]
         assert published[1].at - published[0].at >= 0.9  # it waited out the Retry-After
+
+
+async def test_take_over_and_release_from_home(migrated_db_url: str) -> None:
+    clock = ManualClock()
+    async with running_slack(migrated_db_url, FLOWS, clock=clock) as h:
+        request_id = await started(h, "refund", "B-1", clock)
+        await open_home(h, ALICE, "Ev0HOME1")
+        await home_of(h, ALICE, lambda v: ("signoff_takeover", request_id) in buttons(v))
+
+        assert await home_click(h, ALICE, "signoff_takeover", request_id) == 200
+        view = await home_of(h, ALICE, lambda v: ("signoff_release", request_id) in buttons(v))
+        assert "You took this over: the run waits until you release it" in texts(view)
+        assert ("signoff_grant", request_id) not in buttons(view)
+
+        assert await home_click(h, ALICE, "signoff_release", request_id) == 200
+        view = await home_of(h, ALICE, lambda v: "Nothing is waiting" in texts(v))
+        request = await h.engine.store.get_takeover(request_id)
+        assert request.status == TakeoverStatus.RELEASED and request.released_by == "alice"
+        assert "Refund B-1" in texts(view).split("Your recent decisions")[1]
