@@ -21,10 +21,10 @@ from tests.integration.slack.harness import (
     running_slack,
     signed_headers,
 )
+from tests.integration.slack.test_slack_commands import JSON
 from tests.support.clock import ManualClock
 from tests.support.engines import wait_for
 
-JSON = {"Content-Type": "application/json"}
 FLOWS = f"""
 refund:
   nodes:
