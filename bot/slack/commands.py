@@ -106,14 +106,7 @@ class Commands:
         except SignoffError:
             await _answer(ack, "Signoff could not read the pending requests just now. Try again.")
             return
-        now = self.engine.clock.now()
-        mine = [
-            r
-            for r in requests
-            if r.expires_at > now
-            and self.engine.approvals.refusal(r, who) is None
-            and who.name not in {v.person for v in r.votes}
-        ]
+        mine = [r for r in requests if self.engine.approvals.awaits(r, who)]
         if not mine:
             await _answer(ack, "Nothing is waiting for your decision.")
             return

@@ -216,18 +216,14 @@ class HomeTabs:
             and self.engine.approvals.release_refusal(e.request, who) is None
         ]
         where = QueueFilter(approver=person, newest_first=True)
-        now = self.engine.clock.now()
         cursor: str | None = None
         while len(found) < MAX_PENDING:
             queue = await self.engine.queries.approval_queue(where, limit=MAX_PAGE, cursor=cursor)
-            for entry in queue.entries:
-                request = entry.request
-                if (
-                    request.expires_at > now
-                    and self.engine.approvals.refusal(request, who) is None
-                    and who.name not in {v.person for v in request.votes}
-                ):
-                    found.append((request, entry.run))
+            found += [
+                (e.request, e.run)
+                for e in queue.entries
+                if self.engine.approvals.awaits(e.request, who)
+            ]
             cursor = queue.next_cursor
             if cursor is None:
                 break
