@@ -7,12 +7,15 @@
     signoff_feedback_up|down    👍/👎 on a step result: feedback 5 or 1
 
 Who may decide is the engine's business (``Approvals``): a handler maps the Slack user to a
-person through ``people:``, calls the engine (``bot.replies.decide``), and turns the outcome
-into an answer by the kind of refusal (``bot.replies.refusal``). Nothing changes on a refusal.
-The card update and the decision notice are queued by the engine in the decision's own
-transaction and delivered by the outbox; the only things a handler sends itself are ephemeral
-replies to the clicker (through the click's ``response_url``) and the modal, and
-both go out after the acknowledgement.
+person (``bot.slack.people``: their ``people:`` Slack id, else their email), calls the engine
+(``bot.replies.decide``), and turns the outcome into an answer by the kind of refusal
+(``bot.replies.refusal``). Nothing changes on a refusal; someone Signoff cannot place is told
+how to get linked. The card update and the decision notice are queued by the engine in the
+decision's own transaction and delivered by the outbox; the only things a handler sends itself
+are ephemeral replies to the clicker (through the click's ``response_url``) and the modal, and
+both go out after the acknowledgement. The same buttons on a person's Home tab
+(``bot.slack.home``) reach the same handlers; a click there has no ``response_url``, so its
+answer is shown on top of the tab, published again.
 
 Double clicks, simultaneous approvers and redelivered requests all reach the engine, whose
 conditional UPDATE lets exactly one win; every other click is told who won.
@@ -259,7 +262,7 @@ class Interactions:
         try:
             person = await self.people.person_for(slack_user)
         except LookupUnavailable as exc:
-            log.warning("could not look up Slack user %s: %s", slack_user, exc)
+            log.warning("could not look up Slack user %s: %s", slack_user[:40], exc)
             return None, NOT_LOOKED_UP
         if person is None:
             return None, NOT_LINKED.format(user=escape_mrkdwn(slack_user[:40] or "unknown"))
