@@ -12,13 +12,14 @@ Published (``views.publish``, rendered by ``cards.slack.home``):
 Never inside a request handler: ``refresh`` only queues, and a background task (``Background``)
 publishes after the acknowledgement. Publishes for one member are coalesced (one runs at a
 time, and any number of changes meanwhile make one more), each shows the state read when it
-runs, and a ``Retry-After`` from Slack (``views.publish`` is Tier 4, 100 a minute) is waited
-out before the next. A publish lost to a crash is repaired by the next change or opening.
+runs, at most ``PUBLISHING`` tabs are built at once, and a ``Retry-After`` from Slack
+(``views.publish`` is Tier 4, 100 a minute) is waited out before the next. A publish lost to a
+crash is repaired by the next change or opening.
 
-Who may decide a request is the engine's rule (``Approvals.refusal``), the Home tab only lists
-what the approvers' queue (``engine.queries.approval_queue``) returns that the rule allows, as
-``/signoff pending`` does. Buttons are the card's own (``bot.slack.actions``), so a click on
-the Home tab decides exactly like one on the card.
+Who may decide a request is the engine's rule (``Approvals.awaits``, the one ``/signoff
+pending`` uses), applied to what the approvers' queue (``engine.queries.approval_queue``)
+returns. Buttons are the card's own (``bot.slack.actions``), so a click on the Home tab decides
+exactly like one on the card.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ log = logging.getLogger(__name__)
 MAX_PENDING = 1000  # requests read for one Home tab (50 pages): beyond, the console's queue
 MAX_WAIT_SECONDS = 60.0  # the longest Retry-After waited for; longer: the next change repairs
 MAX_LIMITED = 3  # publishes of one tab in a row refused by the rate limit before giving up
-MAX_OPENED = 10_000  # members remembered as having opened their tab (this process)
+MAX_OPENED = 10_000  # members remembered (opened their tab, asked for a page): this process
+PUBLISHING = 4  # tabs read, rendered and published at once (a big group's change queues)
 DECIDED = (TakeoverStatus.RELEASED, TakeoverStatus.DENIED)  # taken over: still to release
 LOOKUP_FAILED = "Signoff couldn't ask Slack who you are just now. Open this tab again in a minute."
 
@@ -69,6 +71,7 @@ class HomeTabs:
         self._busy: set[str] = set()  # members with a publishing task
         self._blocked_until = 0.0  # loop time Slack said views.publish may go again
         self._opened: dict[str, None] = {}  # members who opened their tab here, oldest first
+        self._slots = asyncio.Semaphore(PUBLISHING)  # tabs built and published at once
 
     def register(self, app: AsyncApp) -> None:
         app.event("app_home_opened")(self.opened)
@@ -82,10 +85,7 @@ class HomeTabs:
         """``app_home_opened`` (also sent for the Messages tab, which has nothing to publish)."""
         user_id = str(event.get("user") or "")
         if event.get("tab") == "home" and user_id:
-            self._opened.pop(user_id, None)
-            self._opened[user_id] = None
-            while len(self._opened) > MAX_OPENED:
-                del self._opened[next(iter(self._opened))]
+            _remember(self._opened, user_id, None)
             self.refresh(user_id)
 
     async def user_changed(self, event: dict[str, Any]) -> None:
@@ -98,7 +98,7 @@ class HomeTabs:
         await ack()
         click = Click.of(body)
         if click.value.isdigit() and len(click.value) <= 3:
-            self._pages[click.user_id] = int(click.value)
+            _remember(self._pages, click.user_id, int(click.value))
             self.refresh(click.user_id)
 
     async def arguments_clicked(self, ack: AsyncAck, body: dict[str, Any]) -> None:
@@ -166,9 +166,10 @@ class HomeTabs:
     async def _publish(self, user_id: str, notice: str | None) -> bool:
         """One ``views.publish``; False when Slack asked to wait (and it is worth waiting)."""
         try:
-            page = await self.page(user_id, notice)
-            view = await asyncio.to_thread(render_slack_home, page)
-            await self.api.publish_home(user_id, view)
+            async with self._slots:
+                page = await self.page(user_id, notice)
+                view = await asyncio.to_thread(render_slack_home, page)
+                await self.api.publish_home(user_id, view)
         except SlackApiError as exc:
             wait = retry_after_seconds(exc)
             if wait is not None and wait <= MAX_WAIT_SECONDS:
@@ -289,3 +290,11 @@ class HomeTabs:
             "Slack didn't open the arguments in time. Click Show arguments again, or open "
             "the approval page.",
         )
+
+
+def _remember(table: dict[str, Any], key: str, value: Any) -> None:
+    """``table[key] = value`` as the newest entry, the oldest dropped beyond ``MAX_OPENED``."""
+    table.pop(key, None)
+    table[key] = value
+    while len(table) > MAX_OPENED:
+        del table[next(iter(table))]
