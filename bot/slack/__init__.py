@@ -8,10 +8,11 @@ Modules:
 
     bolt.py        the AsyncApp: verification, authorization, listeners
     actions.py     card buttons and the deny modal
+    home.py        the Home tab: pending approvals and recent decisions, kept current
+    people.py      Slack user <-> person: people: ids, then email; direct message channels
     commands.py    /signoff and @mentions
     sink.py        outbox delivery: threads, direct messages, posting once, rate limits, errors
     refused.py     telling the decider when Slack refuses a card update
-    people.py      a person's Slack id (the one seam) and their direct message channel
     render.py      outbox records as Slack messages (through ``cards``)
     api.py         the Web API calls, on one session
     background.py  follow-up work after an acknowledgement
@@ -31,6 +32,8 @@ from bot.plugin import Channel
 from bot.slack.api import SlackApi
 from bot.slack.background import Background
 from bot.slack.bolt import build_bolt_app
+from bot.slack.home import HomeTabs
+from bot.slack.people import SlackPeople
 from bot.slack.shape import shape_problem, signed, timestamp_problem
 from bot.slack.sink import SlackSink
 from bot.slack.socket import SocketMode
@@ -50,8 +53,10 @@ def install(app: web.Application, engine: Engine) -> None:
         return
     api = SlackApi(engine.config.slack, engine.config.proxies)
     background = Background()
-    bolt = build_bolt_app(engine, api, background)
-    engine.add_sink(NAME, SlackSink(engine, api))
+    people = SlackPeople(engine, api)
+    home = HomeTabs(engine, api, background, people)
+    bolt = build_bolt_app(engine, api, background, people, home)
+    engine.add_sink(NAME, SlackSink(engine, api, on_change=home.changed, people=people))
     app[BOLT] = bolt
 
     async def close(_: web.Application) -> None:

@@ -7,12 +7,15 @@
     signoff_feedback_up|down    👍/👎 on a step result: feedback 5 or 1
 
 Who may decide is the engine's business (``Approvals``): a handler maps the Slack user to a
-person through ``people:``, calls the engine (``bot.replies.decide``), and turns the outcome
-into an answer by the kind of refusal (``bot.replies.refusal``). Nothing changes on a refusal.
-The card update and the decision notice are queued by the engine in the decision's own
-transaction and delivered by the outbox; the only things a handler sends itself are ephemeral
-replies to the clicker (through the click's ``response_url``) and the modal, and
-both go out after the acknowledgement.
+person (``bot.slack.people``: their ``people:`` Slack id, else their email), calls the engine
+(``bot.replies.decide``), and turns the outcome into an answer by the kind of refusal
+(``bot.replies.refusal``). Nothing changes on a refusal; someone Signoff cannot place is told
+how to get linked. The card update and the decision notice are queued by the engine in the
+decision's own transaction and delivered by the outbox; the only things a handler sends itself
+are ephemeral replies to the clicker (through the click's ``response_url``) and the modal, and
+both go out after the acknowledgement. The same buttons on a person's Home tab
+(``bot.slack.home``) reach the same handlers; a click there has no ``response_url``, so its
+answer is shown on top of the tab, published again.
 
 Double clicks, simultaneous approvers and redelivered requests all reach the engine, whose
 conditional UPDATE lets exactly one win; every other click is told who won.
@@ -23,7 +26,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 from slack_bolt.async_app import AsyncAck, AsyncApp
@@ -33,6 +36,7 @@ from bot.api.views import approval_url
 from bot.replies import UNAVAILABLE, Refusal, decide, refusal, sentence
 from bot.slack.api import SlackApi, error_code, http_status
 from bot.slack.background import Background
+from bot.slack.people import LookupUnavailable, SlackPeople
 from cards.text import Flavor, agent_text, escape_mrkdwn, truncate
 from engine.assembly import Engine
 from engine.domain.errors import (
@@ -49,9 +53,12 @@ REASON_BLOCK = REASON_ACTION = "reason"
 # Slack refuses a plain_text_input with max_length over 3000 (and with it the whole modal), so
 # a reason typed in Slack is at most 3000 characters; the API's limit stays MAX_NOTES (4000).
 MAX_REASON = 3000
-NOT_LINKED = (
-    "You are not an approver for this request: your Slack account is not linked to anyone "
-    "in Signoff's people list."
+NOT_LINKED = (  # at most 150 characters for a Slack id of 11: it is a modal's error too
+    "Signoff doesn't know you on Slack; nothing changed. Ask a Signoff admin to add your "
+    "Slack id ({user}) or email under people: in app.yaml."
+)
+NOT_LOOKED_UP = (
+    "Signoff couldn't ask Slack who you are just now, so nothing changed. Please try again."
 )
 # How a decided request is described to someone who clicked too late.
 _DECIDED: dict[str, str] = {
@@ -71,6 +78,7 @@ class Click:
     value: str
     response_url: str | None
     trigger_id: str | None
+    in_home: bool = False  # clicked on the clicker's Home tab (no response_url there)
 
     @classmethod
     def of(cls, body: dict[str, Any]) -> Click:
@@ -81,14 +89,30 @@ class Click:
             value=str(action.get("value", "")),
             response_url=body.get("response_url"),
             trigger_id=body.get("trigger_id"),
+            in_home=((body.get("view") or {}).get("type") == "home"),
         )
 
 
+class HomeTabs(Protocol):
+    """What a click asks of the Home tabs (``bot.slack.home``): show its clicker the outcome."""
+
+    def refresh(self, user_id: str, notice: str | None = None) -> None: ...
+
+
 class Interactions:
-    def __init__(self, engine: Engine, api: SlackApi, background: Background) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        api: SlackApi,
+        background: Background,
+        people: SlackPeople,
+        home: HomeTabs | None = None,
+    ) -> None:
         self.engine = engine
         self.api = api
         self.background = background
+        self.people = people
+        self.home = home
 
     def register(self, app: AsyncApp) -> None:
         app.action("signoff_grant")(self.grant)
@@ -111,8 +135,7 @@ class Interactions:
 
     async def _decide(self, ack: AsyncAck, click: Click, verb: str) -> None:
         """Commit the decision, then acknowledge (the HTTP answer leaves when this returns)."""
-        who = self._principal(click.user_id)
-        reply: str | None = NOT_LINKED if who is None else None
+        who, reply = await self._principal(click.user_id)
         if who is not None:
             try:
                 await decide(self.engine.approvals, click.value, who, verb)
@@ -135,13 +158,12 @@ class Interactions:
                 else:
                     raise
         await ack()
-        self._tell(click, reply)
+        self._tell(click, reply, decided=reply is None)
 
     async def deny_clicked(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         """Deny asks for a reason first: check the clicker may deny, then open the modal."""
         click = Click.of(body)
-        who = self._principal(click.user_id)
-        reply: str | None = NOT_LINKED if who is None else None
+        who, reply = await self._principal(click.user_id)
         request: TakeoverRequest | None = None
         if who is not None:
             try:
@@ -206,8 +228,8 @@ class Interactions:
         request_id = str(view.get("private_metadata", ""))
         values = (view.get("state") or {}).get("values") or {}
         reason = ((values.get(REASON_BLOCK) or {}).get(REASON_ACTION) or {}).get("value")
-        who = self._principal(str((body.get("user") or {}).get("id", "")))
-        error: str | None = NOT_LINKED if who is None else None
+        user_id = str((body.get("user") or {}).get("id", ""))
+        who, error = await self._principal(user_id)
         if who is not None:
             try:
                 notes = (reason or "").strip() or None
@@ -225,16 +247,18 @@ class Interactions:
                     raise
         if error is None:
             await ack()  # closes the modal
+            if self.home is not None:
+                self.home.refresh(user_id)
         else:
             await ack(response_action="errors", errors={REASON_BLOCK: error[:150]})
 
     async def feedback(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         """👍/👎 under a step result: journaled as feedback 5 or 1 (it feeds calibration)."""
         click = Click.of(body)
-        who = self._principal(click.user_id)
+        who, unknown = await self._principal(click.user_id)
         run_id, _, step_id = click.value.partition(":")
         up = click.action_id.endswith("_up")
-        reply = "Slack account not linked to anyone in Signoff's people list; not recorded."
+        reply = unknown or ""
         if who is not None:
             try:
                 await self.engine.gate.record_feedback(run_id, step_id, 5 if up else 1, None, who)
@@ -248,9 +272,16 @@ class Interactions:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _principal(self, slack_user: str) -> Principal | None:
-        person = self.engine.config.person_by("slack", slack_user) if slack_user else None
-        return None if person is None else self.engine.principal_for_person(person.name)
+    async def _principal(self, slack_user: str) -> tuple[Principal | None, str | None]:
+        """The person the clicker is (``bot.slack.people``), or None and what to tell them."""
+        try:
+            person = await self.people.person_for(slack_user)
+        except LookupUnavailable as exc:
+            log.warning("could not look up Slack user %s: %s", slack_user[:40], exc)
+            return None, NOT_LOOKED_UP
+        if person is None:
+            return None, NOT_LINKED.format(user=escape_mrkdwn(slack_user[:40] or "unknown"))
+        return self.engine.principal_for_person(person.name), None
 
     def _already(self, status: str | None, by: str | None, *, mention: bool = True) -> str:
         """ "Already approved by @x", as the clicker who lost the race is told."""
@@ -274,13 +305,17 @@ class Interactions:
         return self._already(request.status.value, by)
 
     def _person(self, name: str, mention: bool) -> str:
-        found = self.engine.config.people.get(name)
-        if mention and found is not None and (user_id := found.ids.get("slack")):
+        if mention and (user_id := self.people.known_id(name)):
             return f"<@{user_id}>"
         return truncate(name, 100, Flavor.MRKDWN if mention else Flavor.PLAIN)
 
-    def _tell(self, click: Click, text: str | None) -> None:
-        """An ephemeral answer to the clicker, sent after the acknowledgement."""
+    def _tell(self, click: Click, text: str | None, *, decided: bool = False) -> None:
+        """An ephemeral answer to the clicker, sent after the acknowledgement. A click on the
+        Home tab has no ``response_url``: its tab is published again, with ``text`` on top."""
+        if click.in_home and self.home is not None:
+            if text is not None or decided:
+                self.home.refresh(click.user_id, text)
+            return
         if text is None:
             return
         if not click.response_url:

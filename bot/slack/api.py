@@ -162,6 +162,33 @@ class SlackApi:
     async def open_view(self, trigger_id: str, view: Mapping[str, Any]) -> None:
         await self.client.views_open(trigger_id=trigger_id, view=dict(view))
 
+    async def publish_home(self, user_id: str, view: Mapping[str, Any]) -> None:
+        """``views.publish``: ``view`` becomes ``user_id``'s Home tab."""
+        await self.client.views_publish(user_id=user_id, view=dict(view))
+
+    async def user_by_email(self, email: str) -> dict[str, Any] | None:
+        """``users.lookupByEmail``: the member with that address; None when nobody has it."""
+        try:
+            response = await self.client.users_lookupByEmail(email=email)
+        except SlackApiError as exc:
+            if error_code(exc) == "users_not_found":
+                return None
+            raise
+        user = response.get("user")
+        return user if isinstance(user, dict) else None
+
+    async def user_info(self, user_id: str) -> dict[str, Any] | None:
+        """``users.info`` (its ``profile.email`` needs ``users:read.email``); None: no such
+        user."""
+        try:
+            response = await self.client.users_info(user=user_id)
+        except SlackApiError as exc:
+            if error_code(exc) == "user_not_found":
+                return None
+            raise
+        user = response.get("user")
+        return user if isinstance(user, dict) else None
+
     async def respond(self, response_url: str, text: str, *, in_channel: bool = False) -> None:
         """Answer an interaction through its ``response_url`` (ephemeral unless ``in_channel``),
         leaving the original message alone."""

@@ -39,7 +39,9 @@ from bot.slack.actions import Interactions
 from bot.slack.api import SlackApi
 from bot.slack.background import Background
 from bot.slack.commands import Commands
+from bot.slack.home import HomeTabs
 from bot.slack.once import ActOnce
+from bot.slack.people import SlackPeople
 from engine.assembly import Engine
 
 log = logging.getLogger("bot.slack")
@@ -55,7 +57,13 @@ class _NoTokenWarning(logging.Filter):
 log.addFilter(_NoTokenWarning())
 
 
-def build_bolt_app(engine: Engine, api: SlackApi, background: Background) -> AsyncApp:
+def build_bolt_app(
+    engine: Engine,
+    api: SlackApi,
+    background: Background,
+    people: SlackPeople | None = None,
+    home: HomeTabs | None = None,
+) -> AsyncApp:
     config = engine.config.slack
 
     async def authorize(
@@ -82,8 +90,11 @@ def build_bolt_app(engine: Engine, api: SlackApi, background: Background) -> Asy
     )
     app.error(acknowledge_unhandled)
     app.use(ActOnce(engine.replays))  # after bolt's verification, before any listener
-    Interactions(engine, api, background).register(app)
-    Commands(engine, api, background).register(app)
+    people = people or SlackPeople(engine, api)
+    Interactions(engine, api, background, people, home).register(app)
+    Commands(engine, api, background, people).register(app)
+    if home is not None:
+        home.register(app)
     return app
 
 

@@ -20,6 +20,7 @@ from slack_bolt.async_app import AsyncAck, AsyncApp
 from bot.api.views import approval_url
 from bot.slack.api import SlackApi
 from bot.slack.background import Background
+from bot.slack.people import LookupUnavailable, SlackPeople
 from cards.templating import plain_date
 from cards.text import Flavor, agent_text, escape_mrkdwn, truncate
 from engine.assembly import Engine
@@ -43,15 +44,19 @@ HELP = (
 )
 NOT_LINKED = (
     "Your Slack account is not linked to anyone in Signoff's people list, so Signoff cannot "
-    "act for you. Ask an admin to add your Slack user id under people:."
+    "act for you. Ask a Signoff admin to add your Slack user id or your email address under "
+    "people: in app.yaml."
 )
 
 
 class Commands:
-    def __init__(self, engine: Engine, api: SlackApi, background: Background) -> None:
+    def __init__(
+        self, engine: Engine, api: SlackApi, background: Background, people: SlackPeople
+    ) -> None:
         self.engine = engine
         self.api = api
         self.background = background
+        self.people = people
 
     def register(self, app: AsyncApp) -> None:
         app.command(COMMAND)(self.signoff)
@@ -63,7 +68,11 @@ class Commands:
         if verb == "help":
             await _answer(ack, HELP)
             return
-        person = self.engine.config.person_by("slack", str(command.get("user_id", "")))
+        try:
+            person = await self.people.person_for(str(command.get("user_id", "")))
+        except LookupUnavailable:
+            await _answer(ack, "Signoff couldn't ask Slack who you are just now. Try again.")
+            return
         if person is None:
             await _answer(ack, NOT_LINKED)
             return
@@ -95,14 +104,7 @@ class Commands:
         except SignoffError:
             await _answer(ack, "Signoff could not read the pending requests just now. Try again.")
             return
-        now = self.engine.clock.now()
-        mine = [
-            r
-            for r in requests
-            if r.expires_at > now
-            and self.engine.approvals.refusal(r, who) is None
-            and who.name not in {v.person for v in r.votes}
-        ]
+        mine = [r for r in requests if self.engine.approvals.awaits(r, who)]
         if not mine:
             await _answer(ack, "Nothing is waiting for your decision.")
             return

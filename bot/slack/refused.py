@@ -25,7 +25,6 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 
 from bot.slack.api import SlackApi
-from bot.slack.people import slack_id_for
 from engine.assembly import Engine
 from engine.domain.model import ChatMessageRef, TakeoverRequest, TakeoverStatus
 
@@ -72,11 +71,16 @@ class RefusedUpdates:
     """Tells the decider about a card copy Slack refused to update (module docstring)."""
 
     def __init__(
-        self, engine: Engine, api: SlackApi, target: Callable[[str], Awaitable[str]]
+        self,
+        engine: Engine,
+        api: SlackApi,
+        target: Callable[[str], Awaitable[str]],
+        slack_id: Callable[[str], Awaitable[str | None]],
     ) -> None:
         self.engine = engine
         self.api = api
         self.target = target  # outbox channel -> Slack channel id (the sink's)
+        self.slack_id = slack_id  # person -> their Slack user id (the sink's)
 
     async def tell(self, request_id: str, card: ChatMessageRef, target: str, code: str) -> None:
         """``card`` (in Slack channel ``target``) could not be updated: Slack said ``code``."""
@@ -91,7 +95,7 @@ class RefusedUpdates:
         person = decider(request)
         if person is None:
             return
-        user_id = await slack_id_for(self.engine.config, self.api, person)
+        user_id = await self.slack_id(person)
         if user_id is None:
             return
         where, copy = target, "the card above"

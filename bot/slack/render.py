@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from bot.api.views import approval_url
 from cards.notice_fields import (
@@ -62,12 +62,21 @@ class Rendered:
     data: dict[str, Any]
 
 
+class KnownIds(Protocol):
+    """``bot.slack.people.SlackPeople.known_id``: a person's Slack id, without a call."""
+
+    def known_id(self, person: str) -> str | None: ...
+
+
 class SlackMessages:
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, people: KnownIds | None = None) -> None:
         self.engine = engine
+        self.people = people
 
     def mention(self, person: str) -> str:
         """A person's Slack user id (rendered as a mention), else their name as text."""
+        if self.people is not None:
+            return self.people.known_id(person) or person
         found = self.engine.config.people.get(person)
         return (found.ids.get("slack") if found is not None else None) or person
 

@@ -9,7 +9,7 @@ channel as the root; the card's own outbox row then finds it posted and does not
 
 Direct messages. A channel ``slack:@<person>`` is that person's direct message with the bot
 (``slack:dm`` and ``slack:@<group>`` are expanded to such channels when the request is made):
-their Slack user id comes from ``bot.slack.people.slack_id_for``, the IM channel from
+their Slack user id comes from ``bot.slack.people.SlackPeople.slack_id``, the IM channel from
 ``conversations.open``. Each copy of a card is a card of its own channel, updated by that
 channel's ``card_update``, and the run's notices go into the thread under it, in the DM.
 
@@ -27,6 +27,10 @@ that it replaces it. So a crash costs at most one visible, labelled duplicate, n
 Every message still carries Slack message metadata ``{event_type: "signoff_outbox",
 event_payload: {dedupe: <key>}}``, for people and tools that read the channel.
 
+Home tabs. Once a request's card or card update is delivered (a new request, a decision, an
+expiry), ``on_change`` is told its id: the Home tabs of the people it concerns are published
+again (``bot.slack.home``), in the background.
+
 Pacing and errors. ``min_interval`` (default 1 s: ``chat.postMessage`` allows about one message
 per second per channel, https://docs.slack.dev/reference/methods/chat.postMessage)
 is applied by the dispatcher per channel. HTTP 429 becomes ``DeliveryError(retry_after=...)``,
@@ -42,7 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,7 +54,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 
 from bot.slack.api import SlackApi, error_code, retry_after_seconds
-from bot.slack.people import DirectMessages, slack_id_for
+from bot.slack.people import DirectMessages, LookupUnavailable, SlackPeople
 from bot.slack.refused import UPDATE_REFUSED, RefusedUpdates
 from bot.slack.render import REPOSTED_CARD, REPOSTED_NOTICE, SlackMessages, reposted
 from cards.render import CardTooLarge
@@ -97,14 +101,24 @@ class SlackSink:
     """The ``slack`` platform of the outbox: channels ``slack:<channel id>`` and
     ``slack:@<person>`` (their direct message with the bot)."""
 
-    def __init__(self, engine: Engine, api: SlackApi, *, min_interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        api: SlackApi,
+        *,
+        min_interval: float = 1.0,
+        on_change: Callable[[str], None] | None = None,
+        people: SlackPeople | None = None,
+    ) -> None:
         self.engine = engine
+        self.on_change = on_change  # told a request id once its card is delivered (Home tabs)
         self.queries = engine.queries
         self.chat = engine.chat
         self.api = api
-        self.messages = SlackMessages(engine)
+        self.people = people
+        self.messages = SlackMessages(engine, people)
         self.direct = DirectMessages(api)
-        self.refused_updates = RefusedUpdates(engine, api, self.target)
+        self.refused_updates = RefusedUpdates(engine, api, self.target, self._slack_id)
         self.min_interval = min_interval
         self._blocked_until: dict[str, float] = {}  # channel -> loop time Slack said to wait
         self._refused: dict[str, int] = {}  # dedupe key -> attempts, all refused by Slack
@@ -116,7 +130,7 @@ class SlackSink:
         if not target.startswith(DIRECT):
             return target
         person = target[len(DIRECT) :]
-        user_id = await slack_id_for(self.engine.config, self.api, person)
+        user_id = await self._slack_id(person)
         if user_id is None:
             raise DeliveryError(
                 f"{person} has no Slack user id (people: {person}: slack), so no direct "
@@ -124,6 +138,17 @@ class SlackSink:
                 permanent=True,
             )
         return await self.direct.channel(user_id)
+
+    async def _slack_id(self, person: str) -> str | None:
+        """``person``'s Slack user id: through ``SlackPeople`` (their ``slack:`` id, else their
+        email), or their ``people:`` id alone for a sink built without it."""
+        if self.people is None:
+            found = self.engine.config.people.get(person)
+            return (found.ids.get("slack") or None) if found is not None else None
+        try:
+            return await self.people.slack_id(person)
+        except LookupUnavailable as exc:
+            raise DeliveryError(f"Slack did not answer a lookup of {person}: {exc}") from exc
 
     async def deliver(self, message: OutboxRecord) -> None:
         channel = message.channel
@@ -141,6 +166,8 @@ class SlackSink:
                 await self._notice(message, await self.target(channel))
             else:
                 raise DeliveryError(f"unknown message kind {message.kind!r}", permanent=True)
+            if message.kind in (CARD, "card_update") and self.on_change is not None:
+                self.on_change(str(message.payload["requestId"]))
         except SlackApiError as exc:
             raise self._failure(channel, exc) from exc
         except (aiohttp.ClientError, TimeoutError) as exc:

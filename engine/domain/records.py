@@ -86,6 +86,7 @@ class QueueQuery:
     kind: TakeoverKind | None = None
     after: tuple[datetime, str] | None = None  # the (created_at, id) the page starts after
     limit: int = 50
+    newest_first: bool = False  # newest first (a page then starts before ``after``)
 
 
 @dataclass(frozen=True, slots=True)

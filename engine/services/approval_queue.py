@@ -1,6 +1,6 @@
-"""The operator's queue: approvals across runs, oldest first, narrowed by status, approver,
-workflow, connector, channel and kind, a page at a time. ``GET /v1/approvals`` and the
-console's queue page both read it here.
+"""The operator's queue: approvals across runs, oldest first (or newest first, as the Slack
+Home tab reads a person's), narrowed by status, approver, workflow, connector, channel and kind,
+a page at a time. ``GET /v1/approvals`` and the console's queue page both read it here.
 
 A request that names no approvers may be decided by any approver, so it stays in every
 approver's queue. Every kind of request is in it: approval nodes, gate diversions, held calls
@@ -55,6 +55,7 @@ class QueueFilter:
     connector: str | None = None
     kind: TakeoverKind | None = None
     status: TakeoverStatus = TakeoverStatus.PENDING
+    newest_first: bool = False  # the order, not a narrowing (a person's recent decisions)
 
     @property
     def narrowed(self) -> bool:
@@ -90,6 +91,7 @@ async def approval_queue(
             kind=where.kind,
             after=_read_cursor(cursor) if cursor else None,
             limit=limit + 1,  # one more tells whether another page follows
+            newest_first=where.newest_first,
         )
     )
     entries = [QueueEntry(request, run) for request, run in found[:limit]]

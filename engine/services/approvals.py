@@ -97,6 +97,17 @@ class Approvals:
         its approvers, admins, the run's starter)."""
         return may_see(request, who)
 
+    def awaits(self, request: TakeoverRequest, who: Principal) -> bool:
+        """Whether ``request`` waits for ``who``'s decision now: pending, before its deadline,
+        theirs to decide (``refusal``) and not approved by them already (a person's pending
+        list: ``/signoff pending``, the Slack Home tab)."""
+        return (
+            request.status == TakeoverStatus.PENDING
+            and request.expires_at > self.clock.now()
+            and self.refusal(request, who) is None
+            and who.name not in {vote.person for vote in request.votes}
+        )
+
     def release_refusal(self, request: TakeoverRequest, who: Principal) -> str | None:
         """Why ``who`` may not release ``request`` taken over (``engine.domain.approvers``)."""
         return release_refusal(request, who)

@@ -2,7 +2,8 @@
 
 It answers the methods Signoff calls (``chat.postMessage``, ``chat.update``,
 ``chat.getPermalink``, ``conversations.open``, ``views.open``, ``chat.postEphemeral``,
-``auth.test``) the way Slack does, and refuses what Slack refuses:
+``auth.test``, ``views.publish``, ``users.lookupByEmail``, ``users.info``) the way Slack does,
+and refuses what Slack refuses:
 
 * a wrong bearer token: ``invalid_auth``;
 * Block Kit over the limits (``cards.slack.limits.check_blocks``): ``invalid_blocks``; a message
@@ -11,6 +12,16 @@ It answers the methods Signoff calls (``chat.postMessage``, ``chat.update``,
   label 2000, ``plain_text_input`` ``min_length``/``max_length`` 3000, placeholder 150,
   ``private_metadata`` 3000, ``callback_id`` 255): HTTP 200 ``invalid_arguments`` with
   ``response_metadata.messages`` naming each problem by JSON pointer, as Slack answers;
+* a Home tab (``views.publish``) that is not ``type: home``, over 100 blocks, with a block
+  over its own limits or ``private_metadata`` over 3000: ``invalid_arguments`` as above; for a
+  user not in the fake's directory (``add_user``): ``user_not_found``;
+* ``users.lookupByEmail`` of an address nobody in the directory has: ``users_not_found``;
+  ``users.info`` of an unknown id: ``user_not_found``;
+* more calls of a method in 60 s than its rate tier allows (``TIER_OF``: Tier 1 1/min, Tier 2
+  20/min, Tier 3 50/min, Tier 4 100/min, per method, as Slack counts per app and workspace):
+  HTTP 429 ``ratelimited`` with ``Retry-After`` the seconds until the oldest call leaves the
+  minute (https://docs.slack.dev/apis/web-api/rate-limits). A test that floods on purpose may
+  raise a method's limit through ``tier_limits``;
 * a ``trigger_id`` this fake did not issue (``trigger()``): ``invalid_trigger_id``; one used
   before: ``exchanged_trigger_id``; one older than 3 s on the fake's clock (loop time plus
   ``advance()``, so tests need no sleeps): ``expired_trigger_id``;
@@ -44,6 +55,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import re
 import time
 from collections import Counter, defaultdict, deque
@@ -66,6 +78,18 @@ VIEW_MAX_CALLBACK_ID = 255
 TRIGGER_SECONDS = 3.0  # a trigger_id is good for 3 s, and once
 HISTORY_WINDOW = 60.0  # conversations.history / replies: 1 request a minute (non-Marketplace)
 RESPONSE_URL_USES = 5  # a response_url takes 5 answers (in 30 minutes)
+# Slack's rate tiers (https://docs.slack.dev/apis/web-api/rate-limits), calls per minute, and
+# the tier of each method the fake enforces one for (each method's reference page names it).
+TIERS = {1: 1, 2: 20, 3: 50, 4: 100}
+TIER_OF = {
+    "views.publish": 4,
+    "views.open": 4,
+    "users.lookupByEmail": 3,
+    "users.info": 4,
+    "conversations.open": 3,
+    "chat.update": 3,
+}
+TIER_WINDOW = 60.0
 
 
 @dataclass
@@ -129,6 +153,12 @@ class FakeSlack:
     rate_limited: int = 0
     port: int = 0
     refused: list[tuple[str, str, list[str]]] = field(default_factory=list)  # method, error, why
+    # calls per minute by method; a test that floods a method on purpose raises its entry
+    tier_limits: dict[str, int] = field(
+        default_factory=lambda: {m: TIERS[tier] for m, tier in TIER_OF.items()}
+    )
+    users: dict[str, dict[str, Any]] = field(default_factory=dict)  # the workspace's directory
+    homes: dict[str, dict[str, Any]] = field(default_factory=dict)  # user id -> Home tab view
 
     def __post_init__(self) -> None:
         self._runner: web.AppRunner | None = None
@@ -143,6 +173,7 @@ class FakeSlack:
         self._exchanged: set[str] = set()
         self._response_uses: Counter[str] = Counter()
         self._history_at: dict[str, float] = {}  # method -> when last answered (fake clock)
+        self._tier_calls: dict[str, deque[float]] = defaultdict(deque)  # method -> fake times
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -171,6 +202,25 @@ class FakeSlack:
         trigger_id = f"{self._ts_base}.{n:07d}.{n * 2654435761 % 2**32:08x}"
         self._triggers[trigger_id] = self.now()
         return trigger_id
+
+    def add_user(
+        self, user_id: str, email: str | None = None, *, confirmed: bool = True
+    ) -> dict[str, Any]:
+        """A member of the workspace, as ``users.info`` describes them."""
+        profile: dict[str, Any] = {"real_name": user_id.lower()}
+        if email is not None:
+            profile["email"] = email
+        user = {
+            "id": user_id,
+            "team_id": "T0FAKE",
+            "name": user_id.lower(),
+            "deleted": False,
+            "is_bot": False,
+            "is_email_confirmed": confirmed,
+            "profile": profile,
+        }
+        self.users[user_id] = user
+        return user
 
     def fail_next(self, method: str, error: str, status: int = 200) -> None:
         """The next call of ``method`` answers ``{ok: false, error}`` with HTTP ``status``."""
@@ -273,6 +323,10 @@ class FakeSlack:
         if self._scripted[method]:
             status, error = self._scripted[method].popleft()
             return self._error(call, error, status)
+        wait = self._over_tier(method)
+        if wait is not None:
+            self.rate_limited += 1
+            return self._error(call, "ratelimited", 429, retry_after=wait)
         handler = {
             "auth.test": self._auth_test,
             "chat.postMessage": self._post_message,
@@ -283,16 +337,41 @@ class FakeSlack:
             "conversations.history": self._history,
             "conversations.replies": self._history,
             "views.open": self._views_open,
+            "views.publish": self._views_publish,
+            "users.lookupByEmail": self._lookup_by_email,
+            "users.info": self._users_info,
         }.get(method)
         if handler is None:
             return self._error(call, "unknown_method", 404)
         return await handler(call)
 
-    def _error(self, call: Call, error: str, status: int = 200, **extra: Any) -> web.Response:
+    def _over_tier(self, method: str) -> int | None:
+        """Seconds to wait when ``method`` is over its tier this minute (fake clock), else None
+        (and the call is counted)."""
+        limit = self.tier_limits.get(method)
+        if limit is None:
+            return None
+        now, sent = self.now(), self._tier_calls[method]
+        while sent and sent[0] <= now - TIER_WINDOW:
+            sent.popleft()
+        if len(sent) >= limit:
+            return max(1, math.ceil(sent[0] + TIER_WINDOW - now))
+        sent.append(now)
+        return None
+
+    def _error(
+        self,
+        call: Call,
+        error: str,
+        status: int = 200,
+        retry_after: int | None = None,
+        **extra: Any,
+    ) -> web.Response:
         call.status, call.error = status, error
         why = extra.get("errors") or (extra.get("response_metadata") or {}).get("messages") or []
         self.refused.append((call.method, error, list(why)))
-        headers = {"Retry-After": str(self.retry_after)} if status == 429 else None
+        wait = retry_after if retry_after is not None else self.retry_after
+        headers = {"Retry-After": str(wait)} if status == 429 else None
         return web.json_response(
             {"ok": False, "error": error, **extra}, status=status, headers=headers
         )
@@ -451,6 +530,34 @@ class FakeSlack:
         self.views.append(view)
         return web.json_response({"ok": True, "view": {"id": f"V{len(self.views):08d}", **view}})
 
+    async def _views_publish(self, call: Call) -> web.Response:
+        view = call.args.get("view")
+        if isinstance(view, str):
+            view = json.loads(view)
+        if not isinstance(view, dict):
+            return self._invalid(call, ["[ERROR] must provide an object [json-pointer:/view]"])
+        problems = view_problems(view, kind="home")
+        if problems:
+            return self._invalid(call, problems)
+        user_id = str(call.args.get("user_id") or "")
+        if user_id not in self.users:
+            return self._error(call, "user_not_found")
+        self.homes[user_id] = view
+        return web.json_response({"ok": True, "view": {"id": f"VH{user_id}", **view}})
+
+    async def _lookup_by_email(self, call: Call) -> web.Response:
+        email = str(call.args.get("email") or "").lower()
+        for user in self.users.values():
+            if email and str(user["profile"].get("email", "")).lower() == email:
+                return web.json_response({"ok": True, "user": user})
+        return self._error(call, "users_not_found")
+
+    async def _users_info(self, call: Call) -> web.Response:
+        user = self.users.get(str(call.args.get("user") or ""))
+        if user is None:
+            return self._error(call, "user_not_found")
+        return web.json_response({"ok": True, "user": user})
+
     def _invalid(self, call: Call, messages: list[str]) -> web.Response:
         return self._error(call, "invalid_arguments", response_metadata={"messages": messages})
 
@@ -464,8 +571,9 @@ class FakeSlack:
         return web.json_response({"ok": True, "messages": [], "has_more": False})
 
 
-def view_problems(view: dict[str, Any]) -> list[str]:
-    """What Slack refuses in a modal view, as ``response_metadata.messages`` lines."""
+def view_problems(view: dict[str, Any], kind: str = "modal") -> list[str]:
+    """What Slack refuses in a view (a ``modal``, or a ``home`` tab, which has no title or
+    buttons), as ``response_metadata.messages`` lines."""
     out: list[str] = []
 
     def fail(message: str, pointer: str) -> None:
@@ -488,9 +596,9 @@ def view_problems(view: dict[str, Any]) -> list[str]:
         elif len(value) > limit:
             fail(f"must be less than {limit + 1} characters", f"{pointer}/text")
 
-    if view.get("type") != "modal":
-        fail("must be modal", "/type")
-    text(view.get("title"), VIEW_MAX_TITLE, "/title", required=True)
+    if view.get("type") != kind:
+        fail(f"must be {kind}", "/type")
+    text(view.get("title"), VIEW_MAX_TITLE, "/title", required=kind == "modal")
     text(view.get("submit"), VIEW_MAX_TITLE, "/submit")
     text(view.get("close"), VIEW_MAX_TITLE, "/close")
     for key, limit in (

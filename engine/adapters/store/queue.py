@@ -27,7 +27,8 @@ _RUN_COLUMNS = [c.label(f"r__{c.name}") for c in t.runs.c]
 
 class QueueStore(StoreBase):
     async def approval_queue(self, query: QueueQuery) -> list[tuple[TakeoverRequest, Run]]:
-        """Requests matching ``query``, oldest first, with their runs (at most ``limit``)."""
+        """Requests matching ``query``, oldest (or newest) first, with their runs (at most
+        ``limit``)."""
 
         def work(conn: Connection) -> list[tuple[TakeoverRequest, Run]]:
             tr = t.takeover_requests
@@ -51,14 +52,25 @@ class QueueStore(StoreBase):
                 where.append(tr.c.details["connector"].as_string() == query.connector)
             if query.after is not None:
                 at, request_id = query.after
-                where.append(
-                    or_(tr.c.created_at > at, and_(tr.c.created_at == at, tr.c.id > request_id))
-                )
+                if query.newest_first:
+                    later = or_(
+                        tr.c.created_at < at, and_(tr.c.created_at == at, tr.c.id < request_id)
+                    )
+                else:
+                    later = or_(
+                        tr.c.created_at > at, and_(tr.c.created_at == at, tr.c.id > request_id)
+                    )
+                where.append(later)
+            order = (
+                (tr.c.created_at.desc(), tr.c.id.desc())
+                if query.newest_first
+                else (tr.c.created_at, tr.c.id)
+            )
             q = (
                 select(tr, *_RUN_COLUMNS)
                 .join(t.runs, t.runs.c.id == tr.c.run_id)
                 .where(*where)
-                .order_by(tr.c.created_at, tr.c.id)
+                .order_by(*order)
                 .limit(query.limit)
             )
             rows = list(conn.execute(q).mappings())

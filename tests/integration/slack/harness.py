@@ -252,6 +252,8 @@ async def running_slack(
     Slack's Web API on a ``FakeSlack``. Tokens: ``agent``, ``admin`` (alice); ``tokens=False``
     for a second app on a database that has them."""
     async with FakeSlack(rate=rate, window=window) as slack:
+        for name, user_id in USERS.items():  # the workspace's members (views.publish, users.*)
+            slack.add_user(user_id, f"{name}@example.com")
         text = config_text(db_url, slack, workflows, people=people, extra=extra)
         options = EngineOptions(
             clock=clock or ManualClock(),

@@ -110,7 +110,11 @@ async def test_only_approvers_may_decide_and_others_are_told(migrated_db_url: st
                 status, key = await h.click(user, action, request_id)
                 assert status == 200
                 told = await h.wait_told(key)
-                assert told.startswith("You are not an approver for this request"), told
+                if user == "U0STRANGER":  # told how to get linked, in their words
+                    assert told.startswith("Signoff doesn't know you on Slack"), told
+                    assert "(U0STRANGER) or email under people: in app.yaml" in told, told
+                else:
+                    assert told.startswith("You are not an approver for this request"), told
                 await unchanged(h, run_id, request_id, size)
         assert h.slack.views == []  # no deny modal for someone who may not deny
 

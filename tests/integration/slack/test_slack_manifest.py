@@ -32,4 +32,12 @@ def test_the_manifest_points_everything_at_the_events_endpoint() -> None:
     # Signoff never reads conversations (Slack allows apps outside its Marketplace one
     # history request a minute): no history scope is asked for.
     assert not {s for s in scopes if s.endswith(":history")}
-    assert settings["event_subscriptions"]["bot_events"] == ["app_mention"]
+    events = set(settings["event_subscriptions"]["bot_events"])
+    assert {"app_mention", "app_home_opened", "user_change"} <= events
+
+
+def test_the_manifest_has_the_home_tab_and_the_lookup_scopes() -> None:
+    manifest = yaml.safe_load(MANIFEST.read_text())
+    assert manifest["features"]["app_home"]["home_tab_enabled"] is True
+    # users.info / users.lookupByEmail, with the email (bot/slack/people.py)
+    assert {"users:read", "users:read.email"} <= set(manifest["oauth_config"]["scopes"]["bot"])

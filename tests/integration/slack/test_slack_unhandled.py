@@ -1,6 +1,6 @@
 """Every signed Slack request is acknowledged, whether or not Signoff handles it.
 
-Slack sends what the app subscribed to or what a person did: an ``app_home_opened`` or
+Slack sends what the app subscribed to or what a person did: a ``reaction_added`` or
 ``message`` event, a click on a button an older card still shows (an ``action_id`` this version
 does not know), a modal closed with its close button (``view_closed``). bolt answers those 404
 when no listener takes them; Slack then retries the event and, for an app that keeps failing,
@@ -44,10 +44,16 @@ def event(event_id: str, inner: dict[str, Any]) -> str:
     )
 
 
-def home_opened(event_id: str) -> str:
+def reaction(event_id: str) -> str:
+    """An event Signoff does not handle (no Signoff listener takes ``reaction_added``)."""
     return event(
         event_id,
-        {"type": "app_home_opened", "user": USERS["bob"], "channel": "D0BOBHOME", "tab": "home"},
+        {
+            "type": "reaction_added",
+            "user": USERS["bob"],
+            "reaction": "thumbsup",
+            "item": {"type": "message", "channel": "C0ELSEWHERE", "ts": "1700000000.000100"},
+        },
     )
 
 
@@ -104,7 +110,7 @@ async def test_signed_requests_no_listener_takes_get_200_and_change_nothing(
 
         unknown_click, key = h.action_body(USERS["bob"], "signoff_frobnicate", request_id)
         sent = [
-            (home_opened("Ev0HOME01"), JSON),
+            (reaction("Ev0HOME01"), JSON),
             (channel_message("Ev0MSG001"), JSON),
             (unknown_click, {}),
             (view_closed(), {}),
@@ -126,7 +132,7 @@ async def test_signed_requests_no_listener_takes_get_200_and_change_nothing(
 async def test_a_listener_for_an_event_still_wins_over_the_acknowledgement(
     migrated_db_url: str,
 ) -> None:
-    """A module that handles ``app_home_opened`` (registered after Signoff's own listeners)
+    """A module that handles ``reaction_added`` (registered after Signoff's own listeners)
     gets the event; the blanket acknowledgement is only for what nobody takes."""
     async with running_slack(migrated_db_url, FLOWS) as h:
         seen: list[str] = []
@@ -135,8 +141,8 @@ async def test_a_listener_for_an_event_still_wins_over_the_acknowledgement(
             seen.append(event["user"])
             await ack()
 
-        h.api.client.server.app[BOLT].event("app_home_opened")(on_home)
-        body = home_opened("Ev0HOME02")
+        h.api.client.server.app[BOLT].event("reaction_added")(on_home)
+        body = reaction("Ev0HOME02")
         assert (await h.send(body, {**signed_headers(body), **JSON}))[0] == 200
         assert seen == [USERS["bob"]]
 
@@ -150,7 +156,7 @@ async def test_a_listener_that_fails_is_still_a_500_not_an_acknowledgement(
         async def broken(event: dict[str, Any]) -> None:
             raise RuntimeError("the listener broke")
 
-        h.api.client.server.app[BOLT].event("app_home_opened")(broken)
-        body = home_opened("Ev0HOME03")
+        h.api.client.server.app[BOLT].event("reaction_added")(broken)
+        body = reaction("Ev0HOME03")
         assert (await h.send(body, {**signed_headers(body), **JSON}))[0] == 500
         assert "handling a Slack request failed: the listener broke" in caplog.text
