@@ -306,6 +306,7 @@ class Engine:
         self.stored_workflows.config = config
         services = self.interpreter.s
         services.expand_people = config.expand_people
+        services.expand_channels = config.expand_channels  # groups: as they are now
         services.default_approvers = config.approvers
         self.workflows.check_stored = config.stored_tool_problems  # tools: as they were
         self.tokens.forget()

@@ -50,6 +50,11 @@ CONVERSATION_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}\Z")
 _MENTIONS = re.compile(r"<at>.*?</at>", re.IGNORECASE | re.DOTALL)
 _TAGS = re.compile(r"<[^>]{0,200}>")
 _SUBSCRIBE_USAGE = "Usage: subscribe <name> (lowercase letters, digits, _ . -; up to 64)"
+EACH_APPROVER = "dm"  # teams:dm is each approver's personal chat, never a conversation's name
+_NOT_DM = (
+    "teams:dm sends each approver the card in their own personal chat, so no conversation can "
+    "be named dm; pick another name. Nothing changed."
+)
 
 
 class TeamsHandlers:
@@ -105,6 +110,8 @@ class TeamsHandlers:
                 )
             if len(words) != 2 or not CONVERSATION_NAME.match(words[1]):
                 return await self._say(incoming, _SUBSCRIBE_USAGE)
+            if words[1] == EACH_APPROVER:
+                return await self._say(incoming, _NOT_DM)
             return await self._subscribe(incoming, words[1], person.name)
         result = await run_command(self.engine.gate, text, who)
         return await self._say(incoming, result.text)

@@ -10,22 +10,23 @@ is stored, so ``card_update`` rows can replace it for everyone (``update_activit
 reference and thread of the message they answer, so they need no named conversation; so do
 ``listed_card`` rows, the cards "pending" shows in a personal chat (``bot.teams.personal``).
 
-A channel ``teams:@<person or group>`` is each one's personal chat with the bot: its card goes
-to every person of it with a Teams id whose personal chat is stored (they installed the bot).
-Someone without one is not reached: that is logged once per request and person (and recorded,
-so a retry does not log it again), and the others get the card. Of its notices, only reminders
-and escalations (which ask the person to act) are sent there; the decision itself shows on the
-card.
+A channel ``teams:@<person>`` is that person's personal chat with the bot (``teams:dm`` and
+``teams:@<group>`` are expanded to such channels when the request is made,
+``engine.config.channels.expand_channels``, so each person's copy is an outbox channel of its
+own): its card goes to the personal chat stored under their Teams id (they installed the bot).
+Someone without one is not reached: that is logged, and their row is done (the others are rows
+of their own). Of its notices, only reminders and escalations (which ask the person to act)
+are sent there; the decision itself shows on the card.
 
 Every copy of a request's card is updated on a decision (``update_activity``, each in its own
-conversation): a ``card_update`` row of a channel updates the copies posted for that channel,
+conversation): a ``card_update`` row of a channel updates the copy posted for that channel,
 and the one of the request's first ``teams:`` channel also updates the copies "pending" listed.
 
 Failures become ``DeliveryError``: 429, 412, 502, 504 (and other 5xx, and no answer at all) are
 retried, after ``Retry-After`` when the connector gave one, else with the dispatcher's
 exponential backoff; any other 4xx is permanent (the message cannot succeed as it is), except
-for one person of a ``teams:@`` address: a 403 or 404 there (the bot was removed from their
-chat) makes that person unreached, not the others.
+in a person's chat: a 403 or 404 there (the bot was removed from it) leaves that person
+unreached, which is logged.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from bot.teams.messages import approval_card, notice_message, reply
 from bot.teams.pacing import Throttled
 from bot.teams.personal import LISTED
 from engine.assembly import Engine
-from engine.config.channels import personal_target
+from engine.config.channels import addressed_person
 from engine.domain.errors import DeliveryError, NotFound
 from engine.domain.model import ChatMessageRef, Conversation, OutboxRecord, TakeoverRequest
 
@@ -49,7 +50,6 @@ log = logging.getLogger(__name__)
 PLATFORM = "teams"
 RETRIED_STATUSES = frozenset({429, 412, 502, 504})
 CARD = "card"  # a remembered card (chat_messages.kind), to update in place
-UNREACHED = "unreached"  # a person a card could not reach (logged once)
 PERSONAL_NOTICES = frozenset({"reminder", "escalated"})  # sent to personal chats
 # A chat the bot was removed from (403 BotNotInConversationRoster) or that is gone (404): the
 # person is unreachable there, which must not keep the card from the others.
@@ -74,8 +74,8 @@ class TeamsSink:
                 await self._listed(message)
             elif message.kind == "card_update":
                 await self._update(message)
-            elif personal_target(message.channel) is not None:
-                await self._to_people(message)
+            elif (person := addressed_person(message.channel)) is not None:
+                await self._to_person(message, person)
             else:
                 await self._to_named(message)
         except ConnectorFailure as exc:
@@ -102,68 +102,52 @@ class TeamsSink:
             return  # sent before a crash kept it from being marked sent: never post twice
         await self._send_copy(message, request, reference, {"outbox": message.id})
 
-    async def _to_people(self, message: OutboxRecord) -> None:
-        """``teams:@<person or group>``: each one's personal chat (module docstring)."""
-        found = personal_target(message.channel)
+    async def _to_person(self, message: OutboxRecord, name: str) -> None:
+        """``teams:@<person>``: their personal chat (module docstring)."""
         request = await self._request(message)
-        if found is None or request is None:
+        if request is None:
             raise DeliveryError("a personal card without a request", permanent=True)
-        people = [
-            (name, aad)
-            for name in self.engine.config.expand_people([found[1]])
-            if (person := self.engine.config.people.get(name)) is not None
-            if (aad := person.ids.get(PLATFORM)) is not None
-        ]
         if message.kind == "card":
-            await self._card_to_people(message, request, people)
+            await self._card_to_person(message, request, name)
         elif message.kind == "notice":
             if message.payload.get("notice") in PERSONAL_NOTICES:  # else: the card shows it
-                await self._notice_to_people(message, request)
+                await self._notice_to_person(message)
         else:
             raise DeliveryError(f"unknown message kind {message.kind!r}", permanent=True)
 
-    async def _card_to_people(
-        self, message: OutboxRecord, request: TakeoverRequest, people: list[tuple[str, str]]
+    async def _card_to_person(
+        self, message: OutboxRecord, request: TakeoverRequest, name: str
     ) -> None:
-        """The card to each person's personal chat; a retry skips those already sent to, and
-        those already found unreachable (logged once)."""
-        done = {c.data.get("person") for c in await self._posted_cards(message)}
-        unreached = await self._cards(request.id, UNREACHED)
-        done |= {c.data.get("person") for c in unreached if c.channel == message.channel}
-        for name, aad in people:
-            if name in done:
-                continue
+        """The card into ``name``'s personal chat, or a line in the log saying why not."""
+        if await self._posted_cards(message):
+            return  # sent before a crash kept it from being marked sent: never post twice
+        person = self.engine.config.people.get(name)
+        aad = person.ids.get(PLATFORM) if person is not None else None
+        why = "has no teams: id in people:"
+        if aad is not None:
             chat = await self.engine.chat.personal_chat(PLATFORM, aad)
             why = "has no personal chat with the bot (never added it)"
             if chat is not None:
                 try:
                     await self._send_copy(message, request, chat.reference, {"person": name})
-                    continue
+                    return
                 except ConnectorFailure as exc:
                     if exc.status not in GONE_STATUSES:
-                        raise  # retried: those sent to already are skipped then
+                        raise  # retried
                     why = f"has removed the bot from their personal chat (HTTP {exc.status})"
-            log.warning(
-                "teams: %s %s, so the card of request %s for %s did not reach them",
-                name,
-                why,
-                request.id,
-                message.channel,
-            )
-            await self._remember(message, request, UNREACHED, name)
+        log.warning(
+            "teams: %s %s, so the card of request %s did not reach them", name, why, request.id
+        )
 
-    async def _notice_to_people(self, message: OutboxRecord, request: TakeoverRequest) -> None:
-        """A reminder or escalation, beside each copy of the card sent for this channel."""
+    async def _notice_to_person(self, message: OutboxRecord) -> None:
+        """A reminder or escalation, beside the card sent to this person's chat."""
         outgoing = await notice_message(self.engine, message)
         if outgoing is None:
             return
-        sent = await self._cards(request.id, kind="notice")
-        done = {c.data.get("person") for c in sent if c.data.get("outbox") == message.id}
         for copy in await self._posted_cards(message):
-            name, reference = copy.data.get("person"), copy.data.get("reference")
-            if isinstance(name, str) and isinstance(reference, dict) and name not in done:
+            reference = copy.data.get("reference")
+            if isinstance(reference, dict):
                 await self.adapter.send(reference, outgoing)
-                await self._remember(message, request, "notice", name)
 
     async def _send_copy(
         self,
@@ -184,22 +168,6 @@ class TeamsSink:
             activity_id,
             self.engine.clock.now(),
             data={**data, "reference": reference},
-        )
-
-    async def _remember(
-        self, message: OutboxRecord, request: TakeoverRequest, kind: str, person: str
-    ) -> None:
-        """Record that ``message`` was handled for ``person`` (a notice sent, a card that
-        could not reach them), so a retry of it skips them."""
-        await self.engine.chat.remember_message(
-            request.run_id,
-            request.id,
-            message.channel,
-            PLATFORM,
-            kind,
-            "",
-            self.engine.clock.now(),
-            data={"person": person, "outbox": message.id},
         )
 
     async def _request(self, message: OutboxRecord) -> TakeoverRequest | None:

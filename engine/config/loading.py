@@ -22,7 +22,6 @@ from engine.config.channels import (
     CHANNEL_SECTIONS,
     PERSON_IDS,
     each_approver_warnings,
-    person_problem,
     target_problem,
 )
 from engine.config.connectors import parse_connectors
@@ -114,9 +113,7 @@ def parse_data(
     }
 
     def channel_problem(channel: str) -> str | None:
-        return target_problem(channel, sections, people, groups) or person_problem(
-            channel, [*people, *groups]
-        )
+        return target_problem(channel, sections, people, groups)
 
     rule_problems: list[str] = []
     connectors = parse_connectors(

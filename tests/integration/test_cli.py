@@ -358,7 +358,7 @@ async def test_check_lists_every_problem_of_independent_sections_in_one_run(
         'config error: policies[0].decision: must be allow, ask or block, got string "blok"',
         "config error: server.port: must be 1..65535, got 99999",
         "config error: workflows.refund.nodes[0].channels[0]: slack channel must be a channel id "
-        'like C0123ABCD, got "#general"',
+        'like C0123ABCD, @<person or group> or dm, got "#general"',
         'config error: workflows.refund.nodes[1].approvers[0]: unknown person or group "nobody"',
     ]
 

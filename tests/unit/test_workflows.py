@@ -254,8 +254,8 @@ def test_timeout_out_of_range_has_the_exact_message() -> None:
         pytest.param(
             one_node(type="approval", channels=["email:bob"]),
             "workflows.wf.nodes[0].channels[0]: must be web, slack:<channel id>, "
-            "slack:@<person or group>, slack:dm, "
-            'teams:<conversation name> or webhook:<name>, got "email:bob"',
+            "slack:@<person or group>, slack:dm, teams:<conversation name>, "
+            'teams:@<person or group>, teams:dm or webhook:<name>, got "email:bob"',
             id="unknown-channel",
         ),
         pytest.param(

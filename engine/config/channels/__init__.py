@@ -5,10 +5,12 @@ A channel (``bot/<channel>/`` registers it, ``bot.channels`` lists it) owns an a
 never imports ``bot``, so the syntax of each lives here, as data: card destinations are
 checked against it (``check_channel``), the stored-workflow JSON schema is built from it
 (``channel_pattern``), and a channel that needs credentials says which (``channel_warnings``).
-A channel that reaches people (``ChannelAddress.people``: Slack) also takes
-``<name>:@<person or group>`` (each person's direct message; an unknown name is a config error,
-``person_problem``) and ``<name>:dm`` (each approver of the request); ``expand_channels``
-turns both into one ``<name>:@<person>`` per person when a request is made.
+A channel that reaches people in their own chat with the bot (``ChannelAddress.people``: Slack,
+Teams) also takes ``<name>:@<person or group>`` and ``<name>:dm`` (each approver of the
+request); ``person_problem`` refuses a name that is no person or group, or a group nobody of
+which the channel can find; ``expand_channels`` turns both into one ``<name>:@<person>`` per
+person when a request is made, so each person's copy is an outbox channel of its own, posted
+and updated like any other (``addressed_person`` reads the person back).
 Besides the addresses: the ``people:`` fields holding a person's id on a channel
 (``PERSON_IDS``, read into ``Person.ids``) and each channel's own top-level section of
 ``app.yaml`` (``CHANNEL_SECTIONS``; records and parsers in ``.sections``), which ``AppConfig``
@@ -53,6 +55,7 @@ __all__ = [
     "SlackConfig",
     "TeamsConfig",
     "WebhookConfig",
+    "addressed_person",
     "bind_problems",
     "channel_pattern",
     "channel_states",
@@ -61,8 +64,6 @@ __all__ = [
     "each_approver_warnings",
     "expand_channels",
     "person_problem",
-    "personal_problem",
-    "personal_target",
     "target_problem",
 ]
 
@@ -82,11 +83,11 @@ class ChannelAddress:
     needs: tuple[str, str] | None = None
     # Whether its credentials are set, from its own section of app.yaml (``signoff check``).
     state: Callable[[Any], str] | None = None
-    # The prefix of targets naming a person or group of ``people:``/``groups:`` rather than a
-    # place: the card goes to each one's own chat with the bot (``personal_problem``).
-    personal: str | None = None
-    # Whether it reaches people directly: ``<name>:@<person or group>`` and ``<name>:dm``.
-    people: bool = False
+    # When it reaches people in their own chat with the bot (``<name>:@<person or group>``,
+    # ``<name>:dm``): the ``people:`` fields it can find a person by (an id on it, or
+    # ``email`` when it looks people up by address); someone with none of them is unreachable.
+    # Empty: it reaches places only.
+    people: tuple[str, ...] = ()
 
     def matches_target(self, target: str) -> bool:
         return self.target is not None and re.fullmatch(self.target, target) is not None
@@ -109,14 +110,14 @@ CHANNEL_ADDRESSES: tuple[ChannelAddress, ...] = (
             "slack.botToken and slack.signingSecret, or slack.appToken in Socket Mode",
         ),
         state=slack_state,
-        people=True,
+        people=("slack", "email"),  # a Slack user is found by id, or looked up by email
     ),
     ChannelAddress(
         "teams",
         r"[\s\S]*\S[\s\S]*",
-        "teams:<conversation name>",
+        "teams:<conversation name>, teams:@<person or group>, teams:dm",
         state=teams_state,
-        personal="@",  # teams:@alice, teams:@finance: each one's personal chat with the bot
+        people=("teams",),  # a bot can write only to a personal chat stored by AAD object id
     ),
     ChannelAddress("webhook", NAME, "webhook:<name>"),
 )
@@ -133,8 +134,8 @@ PERSON_IDS: tuple[PersonId, ...] = (
 )
 
 
-PERSONAL = "@"  # <channel>:@<person or group>: their direct messages
-EACH_APPROVER = "dm"  # <channel>:dm: each approver of the request, in direct messages
+PERSONAL = "@"  # <channel>:@<person or group>: their own chats with the bot
+EACH_APPROVER = "dm"  # <channel>:dm: each approver of the request, in their own chats
 _PERSON_TARGET = f"{PERSONAL}{NAME}|{EACH_APPROVER}"
 
 
@@ -143,27 +144,57 @@ def _shapes() -> str:
     return ", ".join(shapes[:-1]) + " or " + shapes[-1]
 
 
+def _people_address(kind: str) -> ChannelAddress | None:
+    """The channel named ``kind`` when it reaches people (``ChannelAddress.people``)."""
+    return next((a for a in CHANNEL_ADDRESSES if a.people and a.name == kind), None)
+
+
 def _personal(channel: str) -> tuple[str, str] | None:
     """(channel name, target) of an address to people (``@<name>`` or ``dm``), else None."""
     kind, sep, target = channel.partition(":")
     if not sep or re.fullmatch(_PERSON_TARGET, target) is None:
         return None
-    if not any(a.people and a.name == kind for a in CHANNEL_ADDRESSES):
-        return None
-    return kind, target
+    return (kind, target) if _people_address(kind) is not None else None
 
 
-def person_problem(channel: str, names: Collection[str]) -> str | None:
-    """Why ``channel`` names a person or group that is not among ``names`` (``people:`` and
-    ``groups:``), or None."""
+def addressed_person(channel: str) -> str | None:
+    """The person or group ``<name>:@<person or group>`` names (after ``expand_channels``: the
+    one person whose own chat the card goes to), else None."""
     found = _personal(channel)
     if found is None or not found[1].startswith(PERSONAL):
         return None
-    name = found[1][len(PERSONAL) :]
-    if name in names:
+    return found[1][len(PERSONAL) :]
+
+
+def _reachable_by(fields: Sequence[str]) -> str:
+    """``("slack", "email")`` as "a slack: id or an email:"."""
+    return " or ".join("an email:" if f == "email" else f"a {f}: id" for f in fields)
+
+
+def person_problem(
+    channel: str, people: Mapping[str, Person], groups: Mapping[str, Sequence[str]]
+) -> str | None:
+    """Why ``channel``, an address to people (``slack:@finance``, ``teams:@alice``), reaches
+    nobody: the name is no person or group of ``people``/``groups``, or nobody in it has a
+    ``people:`` field its channel finds people by (``ChannelAddress.people``); else None."""
+    name = addressed_person(channel)
+    address = _people_address(channel.partition(":")[0])
+    if name is None or address is None:
         return None
-    hint = suggest(name, names, list_all=False)
-    return f"unknown person or group {json.dumps(name)} (people: and groups:){hint}"
+    if name in groups:
+        members = [people[m] for m in groups[name] if m in people]
+    elif name in people:
+        members = [people[name]]
+    else:
+        hint = suggest(name, [*people, *groups], list_all=False)
+        return f"unknown person or group {json.dumps(name)} (people: and groups:){hint}"
+    fields = address.people
+    if not any(f in m.ids or (f == "email" and m.email) for m in members for f in fields):
+        return (
+            f"nobody in {name} has {_reachable_by(fields)} in people:, so {channel} would "
+            "reach no one"
+        )
+    return None
 
 
 def each_approver_warnings(channels: Iterable[str], at: Callable[[int], str]) -> list[str]:
@@ -200,6 +231,8 @@ def check_channel(channel: str) -> str | None:
     kind, sep, target = channel.partition(":")
     if _personal(channel) is not None:
         return None
+    if sep and target.startswith(PERSONAL) and _people_address(kind) is not None:
+        return f"{kind}:@ must be followed by a person or group, got {json.dumps(channel)}"
     for address in CHANNEL_ADDRESSES:
         if address.target is None:
             if channel == address.name:
@@ -289,9 +322,9 @@ def target_problem(
     groups: Mapping[str, Sequence[str]] | None = None,
 ) -> str | None:
     """Why ``channel`` names a target its channel's section (of ``sections``) does not declare,
-    or a person or group that ``people`` and ``groups`` lack (``personal_problem``), or None."""
+    or a person or group that ``people`` and ``groups`` lack (``person_problem``), or None."""
     kind, _, target = channel.partition(":")
-    if people is not None and (why := personal_problem(channel, people, groups or {})):
+    if people is not None and (why := person_problem(channel, people, groups or {})):
         return why
     for each in CHANNEL_SECTIONS:
         if each.targets is None or kind != each.channel or each.channel not in sections:
@@ -300,41 +333,6 @@ def target_problem(
         if target not in declared:
             hint = suggest(target, declared, list_all=False)
             return f"unknown {each.channel} {json.dumps(target)}{hint}"
-    return None
-
-
-def personal_target(channel: str) -> tuple[str, str] | None:
-    """``(channel name, person or group)`` when ``channel`` addresses people's personal chats
-    (``teams:@finance``), else None."""
-    kind, sep, target = channel.partition(":")
-    for address in CHANNEL_ADDRESSES:
-        if sep and kind == address.name and address.personal is not None:
-            if target.startswith(address.personal):
-                return kind, target[len(address.personal) :]
-    return None
-
-
-def personal_problem(
-    channel: str, people: Mapping[str, Person], groups: Mapping[str, Sequence[str]]
-) -> str | None:
-    """Why ``channel``, addressing personal chats (``teams:@<person or group>``), reaches
-    nobody: the name is no person or group, or none of them has an id on that channel."""
-    found = personal_target(channel)
-    if found is None:
-        return None
-    kind, name = found
-    if name in groups:
-        members = list(groups[name])
-    elif name in people:
-        members = [name]
-    else:
-        hint = suggest(name, [*people, *groups], list_all=False)
-        return f"{json.dumps(channel)}: {json.dumps(name)} is no person or group{hint}"
-    if not any(kind in people[m].ids for m in members if m in people):
-        return (
-            f"{json.dumps(channel)}: nobody in {name} has a {kind}: id in people:, so the card "
-            "would reach no one"
-        )
     return None
 
 
@@ -357,9 +355,7 @@ class ChannelSections:
 
     def target_problem(self, channel: str) -> str | None:
         """Why ``channel`` names a target, person or group this configuration lacks."""
-        return target_problem(
-            channel, self.channel_sections, self.people, self.groups
-        ) or person_problem(channel, [*self.people, *self.groups])
+        return target_problem(channel, self.channel_sections, self.people, self.groups)
 
     def expand_channels(self, channels: Iterable[str], approvers: Iterable[str]) -> tuple[str, ...]:
         """``expand_channels`` under this configuration's groups."""

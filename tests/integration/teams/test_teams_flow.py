@@ -49,6 +49,12 @@ async def test_subscribe_needs_an_admin_and_is_confirmed_in_the_conversation(tea
     assert "Only an admin" in texts(teams.connector.posts()[-1].card)
     assert await teams.engine.store.conversation("teams", name="elsewhere") is None
 
+    # teams:dm means each approver's personal chat: no conversation takes that name.
+    await teams.say("subscribe dm", as_="alice")
+    await teams.connector.wait_for(lambda c: len(c.posts()) == 3)
+    assert "no conversation can be named dm" in texts(teams.connector.posts()[-1].card)
+    assert await teams.engine.store.conversation("teams", name="dm") is None
+
     # A personal chat can be named too (no mention needed there).
     await teams.install("a:1personal-chat-id", kind="personal", by="alice")
     await teams.say(

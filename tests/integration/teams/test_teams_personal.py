@@ -48,6 +48,10 @@ reminded:
   nodes:
     - {id: approve, type: approval, reason: "Remind {{ input.order }}", approvers: [bob, carol],
        channels: ["teams:@bob", "teams:@carol"], timeoutMinutes: 30, remindBeforeMinutes: 10}
+each:
+  nodes:
+    - {id: approve, type: approval, reason: "Each {{ input.order }}", approvers: [bob, carol],
+       channels: ["teams:dm"], timeoutMinutes: 30}
 two:
   nodes:
     - {id: approve, type: approval, reason: "Two of {{ input.order }}", approvers: [finance],
@@ -272,16 +276,21 @@ async def test_a_chat_the_bot_was_removed_from_keeps_the_card_from_no_one_else(
     caplog.set_level(logging.WARNING, logger="bot.teams")
     for name in ("bob", "carol"):
         await teams.install(chat_of(name), kind="personal", by=name)
-    teams.connector.fail_next(403)  # bob's card: BotNotInConversationRoster
+    # The first card sent (each person's copy is a row of its own, so either may go first):
+    # BotNotInConversationRoster, as when that person removed the bot.
+    teams.connector.fail_next(403)
     await start(teams, "direct", "A-5")
-    await teams.connector.wait_for(lambda c: c.posts(chat_of("carol"))[1:])
-    assert teams.connector.posts(chat_of("bob"))[1:] == []
-    assert teams.connector.failed == [("send", 403)]
 
     def removed() -> list[str]:
-        return [m for m in caplog.messages if m.startswith("teams: bob has removed the bot")]
+        return [m for m in caplog.messages if "has removed the bot" in m]
 
-    assert len(await wait_for(removed)) == 1
+    (line,) = await wait_for(removed)
+    gone, other = ("bob", "carol") if line.startswith("teams: bob ") else ("carol", "bob")
+    assert line.startswith(f"teams: {gone} has removed the bot from their personal chat")
+    await teams.connector.wait_for(lambda c: c.posts(chat_of(other))[1:])
+    assert "Direct A-5" in texts(teams.connector.posts(chat_of(other))[-1].card)
+    assert teams.connector.posts(chat_of(gone))[1:] == []
+    assert teams.connector.failed == [("send", 403)]
 
 
 async def test_the_personal_chat_survives_a_restart(migrated_db_url):
@@ -311,3 +320,26 @@ async def test_a_reminder_follows_the_card_into_the_personal_chat(teams: Teams):
     assert "Reminder" in texts(reminder.card)
     assert_valid_card(reminder.card)
     assert teams.connector.posts(chat_of("carol")) == []
+
+
+async def test_teams_dm_gives_each_approver_a_copy_of_their_own(teams: Teams):
+    for name in ("bob", "carol"):
+        await teams.install(chat_of(name), kind="personal", by=name)
+    request_id = await start(teams, "each", "D-1")
+    request = await teams.engine.store.get_takeover(request_id)
+    assert request.channels == ("teams:@bob", "teams:@carol")  # one address per approver
+
+    def both(c):
+        return c.posts(chat_of("bob"))[1:] and c.posts(chat_of("carol"))[1:]
+
+    await teams.connector.wait_for(both)
+    for name in ("bob", "carol"):
+        (card,) = teams.connector.posts(chat_of(name))[1:]
+        assert "Each D-1" in texts(card.card)
+
+    async def sent() -> list[str]:  # each copy is an outbox row of its own channel
+        rows = await teams.engine.store.outbox_messages(run_id=request.run_id)
+        done = sorted(r.channel for r, status, _ in rows if r.kind == "card" and status == "sent")
+        return done if len(done) == 2 else []
+
+    assert await wait_for(sent) == ["teams:@bob", "teams:@carol"]

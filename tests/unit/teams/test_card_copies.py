@@ -13,8 +13,8 @@ from engine.domain.model import ChatMessageRef, TakeoverKind, TakeoverRequest, T
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 OPS = ChatMessageRef("run1", "r1", "teams:ops", "teams", "card", "1", {})
-BOB = ChatMessageRef("run1", "r1", "teams:@finance", "teams", "card", "2", {"person": "bob"})
-CAROL = ChatMessageRef("run1", "r1", "teams:@finance", "teams", "card", "3", {"person": "carol"})
+BOB = ChatMessageRef("run1", "r1", "teams:@bob", "teams", "card", "2", {"person": "bob"})
+CAROL = ChatMessageRef("run1", "r1", "teams:@carol", "teams", "card", "3", {"person": "carol"})
 LISTED = ChatMessageRef("run1", "r1", "teams:reply/a:1bob", "teams", "card", "4", {"outbox": 9})
 COPIES = [OPS, BOB, CAROL, LISTED]
 
@@ -36,11 +36,13 @@ def request(*channels: str) -> TakeoverRequest:
 @pytest.mark.parametrize(
     ("channels", "row", "updated"),
     [
-        # The first teams: channel's row also updates the cards "pending" listed.
-        (("web", "teams:ops", "teams:@finance"), "teams:ops", [OPS, LISTED]),
-        (("web", "teams:ops", "teams:@finance"), "teams:@finance", [BOB, CAROL]),
-        (("teams:@finance", "teams:ops"), "teams:@finance", [BOB, CAROL, LISTED]),
-        (("teams:@finance", "teams:ops"), "teams:ops", [OPS]),
+        # The first teams: channel's row also updates the cards "pending" listed; each
+        # person's copy (teams:@finance, expanded when the request was made) is its own row's.
+        (("web", "teams:ops", "teams:@bob", "teams:@carol"), "teams:ops", [OPS, LISTED]),
+        (("web", "teams:ops", "teams:@bob", "teams:@carol"), "teams:@bob", [BOB]),
+        (("teams:@bob", "teams:@carol", "teams:ops"), "teams:@bob", [BOB, LISTED]),
+        (("teams:@bob", "teams:@carol", "teams:ops"), "teams:@carol", [CAROL]),
+        (("teams:@bob", "teams:@carol", "teams:ops"), "teams:ops", [OPS]),
         # A channel the request names but nothing was posted for updates nothing.
         (("teams:ops", "teams:other"), "teams:other", []),
     ],
@@ -51,7 +53,9 @@ def test_each_copy_is_updated_by_exactly_one_row(
     assert owned_copies(COPIES, row, request(*channels)) == updated
 
 
-@pytest.mark.parametrize("channels", [("teams:ops", "teams:@finance"), ("teams:@finance",)])
+@pytest.mark.parametrize(
+    "channels", [("teams:ops", "teams:@bob", "teams:@carol"), ("teams:@bob", "teams:@carol")]
+)
 def test_no_copy_is_left_out_or_updated_twice(channels: tuple[str, ...]):
     req = request(*channels)
     copies = [c for c in COPIES if c.channel in channels or c is LISTED]
