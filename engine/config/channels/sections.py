@@ -5,6 +5,7 @@ them through ``AppConfig.channel_sections``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -31,13 +32,26 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class SlackConfig:
+    """Slack in one of two modes. One workspace: ``botToken``. Installed like a distributed app
+    in one or many workspaces (OAuth, ``/slack/install``): ``clientId`` + ``clientSecret``,
+    with the bot tokens kept in the database, encrypted with a key from ``server.secretKey``.
+    Both need ``signingSecret``; ``scopes`` (OAuth) defaults to the manifest's bot scopes."""
+
     bot_token: str = ""
     signing_secret: str = ""
     api_base_url: str = "https://slack.com/api/"  # always ends with "/"
+    client_id: str = ""
+    client_secret: str = ""
+    scopes: tuple[str, ...] = ()  # empty: the bot scopes of bot/manifests/slack.yaml
+
+    @property
+    def oauth(self) -> bool:
+        """Installed through OAuth: tokens per workspace, from the database."""
+        return bool(self.client_id and self.client_secret and not self.bot_token)
 
     @property
     def enabled(self) -> bool:
-        return bool(self.bot_token and self.signing_secret)
+        return bool(self.signing_secret and (self.bot_token or self.oauth))
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +93,38 @@ class WebhooksConfig:
 
 
 def parse_slack(raw: Any, path: str, problems: list[str], server: ServerConfig) -> SlackConfig:
-    s = Section(raw, path, problems, ("botToken", "signingSecret", "apiBaseUrl"))
+    keys = ("botToken", "signingSecret", "apiBaseUrl", "clientId", "clientSecret", "scopes")
+    s = Section(raw, path, problems, keys)
     api = s.url("apiBaseUrl", "https://slack.com/api/") or "https://slack.com/api/"
+    bot_token = s.text("botToken", "") or ""
+    client_id = s.text("clientId", "") or ""
+    client_secret = s.text("clientSecret", "") or ""
+    scopes = s.texts("scopes")
+    for i, scope in enumerate(scopes):
+        if not re.fullmatch(r"[a-z_.]+(:[a-z_.]+)*", scope):
+            problems.append(f"{s.at('scopes')}[{i}]: not a Slack scope like chat:write")
+    if bot_token and client_id:
+        s.error(
+            "clientId",
+            "set together with slack.botToken: use botToken for one workspace, or clientId "
+            "and clientSecret to install through OAuth (/slack/install), not both",
+        )
+    elif bool(client_id) != bool(client_secret):
+        missing = "clientSecret" if client_id else "clientId"
+        s.error(missing, "required for the OAuth install (clientId and clientSecret go together)")
+    elif client_id and not server.secret_key:
+        # The bot tokens of installed workspaces are kept encrypted with a key derived from it.
+        problems.append(
+            "server.secretKey: required when Slack is installed through OAuth (slack.clientId): "
+            "the workspaces' bot tokens are stored encrypted with a key derived from it"
+        )
     return SlackConfig(
-        bot_token=s.text("botToken", "") or "",
+        bot_token=bot_token,
         signing_secret=s.text("signingSecret", "") or "",
         api_base_url=api if api.endswith("/") else api + "/",
+        client_id=client_id,
+        client_secret=client_secret,
+        scopes=scopes,
     )
 
 
@@ -142,9 +182,13 @@ def parse_webhooks(
 
 def slack_state(config: SlackConfig) -> str:
     token, secret = config.bot_token, config.signing_secret
-    if not token and not secret:
+    if not token and not secret and not config.client_id:
         return "unset"
     problems = []
+    if config.oauth:
+        if len(secret) < 16:
+            return "invalid: signingSecret is too short"
+        return "set (OAuth: workspaces install at /slack/install)"
     if not token.startswith("xoxb-"):
         problems.append("botToken does not look like a bot token (xoxb-...)")
     if len(secret) < 16:
@@ -163,7 +207,9 @@ def teams_state(config: TeamsConfig) -> str:
 
 
 def slack_warnings(config: SlackConfig) -> list[str]:
-    if bool(config.bot_token) != bool(config.signing_secret):
+    if config.oauth and not config.signing_secret:
+        return ["slack: clientId/clientSecret need signingSecret too; Slack is disabled"]
+    if not config.oauth and bool(config.bot_token) != bool(config.signing_secret):
         return ["slack: botToken and signingSecret are both needed; Slack is disabled"]
     return []
 
