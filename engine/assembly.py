@@ -212,6 +212,13 @@ class Engine:
     def wake_outbox(self) -> None:
         self.dispatcher.wake()
 
+    def shared_sql_engine(self) -> Any:
+        """The async SQLAlchemy engine on Signoff's database, for a front end whose library
+        keeps its own tables there (slack_sdk's Slack installation and OAuth state stores,
+        tables made by migration 0004). Typed ``Any``: nothing outside the store names
+        SQLAlchemy."""
+        return self.db.writing_engine()
+
     def add_sink(self, platform: str, sink: Sink) -> None:
         """Front ends register how their platform's messages are delivered."""
         self.dispatcher.sinks[platform] = sink
