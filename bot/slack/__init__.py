@@ -2,14 +2,17 @@
 
 ``install(app, engine)`` mounts ``POST /slack/events`` (interactivity, slash commands and
 events, all signature-checked by bolt) and registers the outbox sink that posts cards and
-notices. Every slack_bolt / slack_sdk import lives in this package. Modules:
+notices; installed through OAuth (``slack.clientId``) it also mounts ``GET /slack/install`` and
+``GET /slack/oauth_redirect``. Every slack_bolt / slack_sdk import lives in this package. Modules:
 
     bolt.py        the AsyncApp: verification, authorization, listeners
     actions.py     card buttons and the deny modal
     commands.py    /signoff and @mentions
     sink.py        outbox delivery: threads, dedupe, rate limits, errors
     render.py      outbox records as Slack messages (through ``cards``)
-    api.py         the Web API calls, on one session
+    api.py         the Web API calls, on one session, each with its workspace's token
+    installs.py    workspaces: their bot tokens (sealed.py) and who their users are
+    oauth.py       the install pages (bolt's OAuth flow)
     background.py  follow-up work after an acknowledgement
 """
 
@@ -25,6 +28,9 @@ from bot.plugin import Channel
 from bot.slack.api import SlackApi
 from bot.slack.background import Background
 from bot.slack.bolt import build_bolt_app
+from bot.slack.installs import SealedInstallationStore, Workspaces
+from bot.slack.oauth import INSTALL_PATH, REDIRECT_PATH
+from bot.slack.sealed import TokenSeal
 from bot.slack.shape import shape_problem, signed, timestamp_problem
 from bot.slack.sink import SlackSink
 from engine.assembly import Engine
@@ -35,10 +41,17 @@ log = logging.getLogger(__name__)
 
 
 def install(app: web.Application, engine: Engine) -> None:
-    """Mount Slack on ``app`` when ``slack.botToken`` and ``slack.signingSecret`` are set."""
-    if not engine.config.slack.enabled:
+    """Mount Slack on ``app`` when ``slack.signingSecret`` and ``slack.botToken`` (or
+    ``clientId`` and ``clientSecret``) are set."""
+    config = engine.config.slack
+    if not config.enabled:
         return
-    api = SlackApi(engine.config.slack, engine.config.proxies)
+    workspaces: Workspaces | None = None
+    if config.oauth:  # the configuration refused OAuth without server.secretKey
+        seal = TokenSeal(engine.config.server.secret_key)
+        store = SealedInstallationStore(config.client_id, engine.shared_sql_engine(), seal)
+        workspaces = Workspaces(engine.config, store)
+    api = SlackApi(config, engine.config.proxies, workspaces)
     background = Background()
     bolt = build_bolt_app(engine, api, background)
     engine.add_sink(NAME, SlackSink(engine, api))
@@ -66,7 +79,20 @@ def install(app: web.Application, engine: Engine) -> None:
         await background.drain()
         await api.close()
 
+    async def oauth(request: web.Request) -> web.Response:
+        flow = bolt.oauth_flow
+        assert flow is not None
+        bolt_request = await to_bolt_request(request)
+        if request.path == INSTALL_PATH:
+            response = await flow.handle_installation(bolt_request)
+        else:
+            response = await flow.handle_callback(bolt_request)
+        return await to_aiohttp_response(response)
+
     app.router.add_post(EVENTS_PATH, events)
+    if workspaces is not None:
+        app.router.add_get(INSTALL_PATH, oauth)
+        app.router.add_get(REDIRECT_PATH, oauth)
     app.on_cleanup.append(close)
 
 

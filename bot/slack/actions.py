@@ -6,9 +6,10 @@
     signoff_deny      Deny      open a modal for the reason; its submission denies
     signoff_feedback_up|down    👍/👎 on a step result: feedback 5 or 1
 
-Who may decide is the engine's business (``Approvals``): a handler maps the Slack user to a
-person through ``people:``, calls the engine (``bot.replies.decide``), and turns the outcome
-into an answer by the kind of refusal (``bot.replies.refusal``). Nothing changes on a refusal.
+Who may decide is the engine's business (``Approvals``): a handler maps the Slack user of the
+clicker's workspace to a person through ``people:`` (``Workspaces.person``), calls the engine
+(``bot.replies.decide``), and turns the outcome into an answer by the kind of refusal
+(``bot.replies.refusal``). Nothing changes on a refusal.
 The card update and the decision notice are queued by the engine in the decision's own
 transaction and delivered by the outbox; the only things a handler sends itself are ephemeral
 replies to the clicker (through the click's ``response_url``) and the modal, and
@@ -33,6 +34,7 @@ from bot.api.views import approval_url
 from bot.replies import UNAVAILABLE, Refusal, decide, refusal, sentence
 from bot.slack.api import SlackApi, error_code
 from bot.slack.background import Background
+from bot.slack.installs import Workspaces, slack_user
 from cards.text import Flavor, escape_mrkdwn, truncate
 from engine.assembly import Engine
 from engine.domain.errors import (
@@ -67,6 +69,8 @@ class Click:
     """The parts of a ``block_actions`` payload a handler needs."""
 
     user_id: str
+    team_id: str | None  # the clicker's own workspace (``team_of``): who they are
+    workspace: str | None  # the workspace the click came through: whose token answers
     action_id: str
     value: str
     response_url: str | None
@@ -77,6 +81,8 @@ class Click:
         action = (body.get("actions") or [{}])[0]
         return cls(
             user_id=str((body.get("user") or {}).get("id", "")),
+            team_id=team_of(body),
+            workspace=(body.get("team") or {}).get("id"),
             action_id=str(action.get("action_id", "")),
             value=str(action.get("value", "")),
             response_url=body.get("response_url"),
@@ -89,6 +95,7 @@ class Interactions:
         self.engine = engine
         self.api = api
         self.background = background
+        self.workspaces = api.workspaces or Workspaces(engine.config)
 
     def register(self, app: AsyncApp) -> None:
         app.action("signoff_grant")(self.grant)
@@ -111,7 +118,7 @@ class Interactions:
 
     async def _decide(self, ack: AsyncAck, click: Click, verb: str) -> None:
         """Commit the decision, then acknowledge (the HTTP answer leaves when this returns)."""
-        who = self._principal(click.user_id)
+        who = await self._principal(click.team_id, click.user_id)
         reply: str | None = NOT_LINKED if who is None else None
         if who is not None:
             try:
@@ -140,7 +147,7 @@ class Interactions:
     async def deny_clicked(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         """Deny asks for a reason first: check the clicker may deny, then open the modal."""
         click = Click.of(body)
-        who = self._principal(click.user_id)
+        who = await self._principal(click.team_id, click.user_id)
         reply: str | None = NOT_LINKED if who is None else None
         request: TakeoverRequest | None = None
         if who is not None:
@@ -166,7 +173,7 @@ class Interactions:
         try:
             if not click.trigger_id:
                 raise ValueError("the click carried no trigger_id")
-            await self.api.open_view(click.trigger_id, deny_modal(request))
+            await self.api.open_view(click.trigger_id, deny_modal(request), team=click.workspace)
             return
         except SlackApiError as exc:
             code = error_code(exc)
@@ -191,7 +198,7 @@ class Interactions:
         request_id = str(view.get("private_metadata", ""))
         values = (view.get("state") or {}).get("values") or {}
         reason = ((values.get(REASON_BLOCK) or {}).get(REASON_ACTION) or {}).get("value")
-        who = self._principal(str((body.get("user") or {}).get("id", "")))
+        who = await self._principal(team_of(body), str((body.get("user") or {}).get("id", "")))
         error: str | None = NOT_LINKED if who is None else None
         if who is not None:
             try:
@@ -216,7 +223,7 @@ class Interactions:
     async def feedback(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         """👍/👎 under a step result: journaled as feedback 5 or 1 (it feeds calibration)."""
         click = Click.of(body)
-        who = self._principal(click.user_id)
+        who = await self._principal(click.team_id, click.user_id)
         run_id, _, step_id = click.value.partition(":")
         up = click.action_id.endswith("_up")
         reply = "Slack account not linked to anyone in Signoff's people list; not recorded."
@@ -233,8 +240,8 @@ class Interactions:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    def _principal(self, slack_user: str) -> Principal | None:
-        person = self.engine.config.person_by("slack", slack_user) if slack_user else None
+    async def _principal(self, team: str | None, user: str) -> Principal | None:
+        person = await self.workspaces.person(team, user)
         return None if person is None else self.engine.principal_for_person(person.name)
 
     def _already(self, status: str | None, by: str | None, *, mention: bool = True) -> str:
@@ -261,7 +268,7 @@ class Interactions:
     def _person(self, name: str, mention: bool) -> str:
         found = self.engine.config.people.get(name)
         if mention and found is not None and (user_id := found.ids.get("slack")):
-            return f"<@{user_id}>"
+            return f"<@{slack_user(user_id)}>"
         return truncate(name, 100, Flavor.MRKDWN if mention else Flavor.PLAIN)
 
     def _tell(self, click: Click, text: str | None) -> None:
@@ -272,6 +279,16 @@ class Interactions:
             log.info("no response_url to tell %s: %s", click.user_id, text)
             return
         self.background.spawn(self.api.respond(click.response_url, text), "ephemeral")
+
+
+def team_of(body: dict[str, Any]) -> str | None:
+    """The workspace of the person in an interaction payload: their own (``user.team_id``,
+    which differs from ``team.id`` for a guest from another organization), else the payload's.
+    The payload is signed by Slack, and bolt found the workspace installed before any listener
+    runs."""
+    user_team = (body.get("user") or {}).get("team_id")
+    team = user_team or (body.get("team") or {}).get("id")
+    return str(team) if team else None
 
 
 def deny_modal(request: TakeoverRequest) -> dict[str, Any]:

@@ -8,6 +8,9 @@ Every call goes through ``SlackApi`` so that:
   connection reset could post twice, unseen. Retries belong to the outbox, where a retried
   delivery first looks for its message (``find_posted``) before posting again;
 * ``slack.apiBaseUrl`` points every call at Slack or at a local fake;
+* each call carries the bot token of the workspace it is for (``Workspaces.token_for``): a
+  ``channel`` may name its workspace (``T0123/C0456``, as ``slack:T0123/C0456`` addresses do);
+  one without is the default workspace's. ``views.open`` takes the clicker's ``team``;
 * the proxy is the one curl's ``NO_PROXY`` rules choose for each URL (``engine.domain.proxies``,
   the environment read once at start): slack_sdk reads ``HTTPS_PROXY`` itself and ignores
   ``NO_PROXY``, and the session's middleware overrides what it picked, for the Web API and for
@@ -29,6 +32,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from bot.slack.installs import Workspaces, split_target
 from engine.assembly import http_session
 from engine.config.channels import SlackConfig
 from engine.domain.proxies import ProxySettings
@@ -68,11 +72,25 @@ def error_code(exc: SlackApiError) -> str:
 class SlackApi:
     """The Web API calls Signoff makes, on one shared session."""
 
-    def __init__(self, config: SlackConfig, proxies: ProxySettings | None = None) -> None:
+    def __init__(
+        self,
+        config: SlackConfig,
+        proxies: ProxySettings | None = None,
+        workspaces: Workspaces | None = None,
+    ) -> None:
         self.config = config
         self.proxies = proxies or ProxySettings()
+        self.workspaces = workspaces  # None: every call with ``slack.botToken``
         self._session: aiohttp.ClientSession | None = None
         self._client: AsyncWebClient | None = None
+
+    async def _auth(self, target: str) -> tuple[dict[str, Any], str]:
+        """(the ``token`` argument for the workspace of ``target``, its channel id). Raises
+        ``NotInstalled`` (a ``SlackApiError``) when no workspace's token applies."""
+        named, channel = split_target(target)
+        if self.workspaces is None:
+            return {}, channel
+        return {"token": await self.workspaces.token_for(named)}, channel
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -110,7 +128,9 @@ class SlackApi:
         dedupe_key: str,
     ) -> str:
         """``chat.postMessage`` with our dedupe key in the message metadata; returns its ts."""
+        auth, channel = await self._auth(channel)
         response = await self.client.chat_postMessage(
+            **auth,
             channel=channel,
             text=message["text"],
             blocks=message.get("blocks"),
@@ -123,17 +143,20 @@ class SlackApi:
 
     async def update(self, channel: str, ts: str, message: Mapping[str, Any]) -> None:
         """``chat.update`` of a message we posted (Slack allows only the poster's token)."""
+        auth, channel = await self._auth(channel)
         await self.client.chat_update(
-            channel=channel, ts=ts, text=message["text"], blocks=message.get("blocks")
+            **auth, channel=channel, ts=ts, text=message["text"], blocks=message.get("blocks")
         )
 
     async def find_posted(self, channel: str, thread_ts: str | None, dedupe_key: str) -> str | None:
         """The ts of a message an earlier attempt posted with ``dedupe_key``, if Slack has it:
         searched in the thread (``conversations.replies``) or, for a thread root, in the
         channel's recent history (``conversations.history``), with metadata included."""
+        auth, channel = await self._auth(channel)
         cursor: str | None = None
         for _ in range(HISTORY_PAGES):
             args: dict[str, Any] = {
+                **auth,
                 "channel": channel,
                 "include_all_metadata": True,
                 "limit": PAGE_SIZE,
@@ -158,15 +181,22 @@ class SlackApi:
 
     async def permalink(self, channel: str, ts: str) -> str | None:
         try:
-            response = await self.client.chat_getPermalink(channel=channel, message_ts=ts)
+            auth, channel = await self._auth(channel)
+            response = await self.client.chat_getPermalink(**auth, channel=channel, message_ts=ts)
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             log.warning("chat.getPermalink %s %s failed: %s", channel, ts, exc)
             return None
         link = response.get("permalink")
         return str(link) if link else None
 
-    async def open_view(self, trigger_id: str, view: Mapping[str, Any]) -> None:
-        await self.client.views_open(trigger_id=trigger_id, view=dict(view))
+    async def open_view(
+        self, trigger_id: str, view: Mapping[str, Any], *, team: str | None = None
+    ) -> None:
+        """``views.open`` in the clicker's workspace ``team`` (None: the default one)."""
+        auth: dict[str, Any] = {}
+        if self.workspaces is not None:
+            auth["token"] = await self.workspaces.token_for(team)
+        await self.client.views_open(**auth, trigger_id=trigger_id, view=dict(view))
 
     async def respond(self, response_url: str, text: str, *, in_channel: bool = False) -> None:
         """Answer an interaction through its ``response_url`` (ephemeral unless ``in_channel``),

@@ -11,6 +11,12 @@ Choices, and why:
   those 5 minutes the same signed bytes act once (``ActOnce``, ``bot/slack/once.py``).
 * ``authorize`` returns the configured bot token without a network call: bolt's single-team mode
   would call ``auth.test`` on the first request and turn a Slack outage into failed clicks.
+  Installed through OAuth (``slack.clientId``), it is ``InstalledAuthorize``: the workspace's
+  bot from the sealed installation store, still without ``auth.test``; a workspace not (or no
+  longer) installed gets bolt's refusal and no listener runs. bolt's OAuth flow
+  (``bot/slack/oauth.py``) serves the install pages, and its token revocation listeners
+  delete a workspace's installation on ``app_uninstalled`` and its bot token on
+  ``tokens_revoked``.
 * The Web API client bolt keeps is never used for our calls; ``SlackApi`` makes them all.
   bolt also reads ``SLACK_BOT_TOKEN`` from the environment on its own, and with a ``client``
   given it then warns at every start that the token will be unused: that one line is
@@ -29,6 +35,8 @@ from bot.slack.actions import Interactions
 from bot.slack.api import SlackApi
 from bot.slack.background import Background
 from bot.slack.commands import Commands
+from bot.slack.installs import InstalledAuthorize
+from bot.slack.oauth import oauth_flow
 from bot.slack.once import ActOnce
 from engine.assembly import Engine
 
@@ -43,6 +51,11 @@ class _NoTokenWarning(logging.Filter):
 
 
 log.addFilter(_NoTokenWarning())
+
+NOT_INSTALLED = (
+    "Signoff is not installed in this Slack workspace (or was removed from it), so nothing "
+    "happened. An admin can install it again."
+)
 
 
 def build_bolt_app(engine: Engine, api: SlackApi, background: Background) -> AsyncApp:
@@ -61,14 +74,36 @@ def build_bolt_app(engine: Engine, api: SlackApi, background: Background) -> Asy
     client = AsyncWebClient(base_url=config.api_base_url, retry_handlers=[])
     # slack_sdk took HTTPS_PROXY from the environment, NO_PROXY unread: curl's rules instead.
     client.proxy = engine.config.proxies.proxy_for(config.api_base_url)
-    app = AsyncApp(
-        name="signoff",
-        logger=log,
-        signing_secret=config.signing_secret,
-        authorize=authorize,
-        client=client,
-        process_before_response=True,
-    )
+    store = api.workspaces.store if api.workspaces is not None else None
+    if store is None:
+        app = AsyncApp(
+            name="signoff",
+            logger=log,
+            signing_secret=config.signing_secret,
+            authorize=authorize,
+            client=client,
+            process_before_response=True,
+        )
+    else:
+        # bolt takes an ``AsyncAuthorize`` instance as it is; its annotation names only functions.
+        app = AsyncApp(
+            name="signoff",
+            logger=log,
+            signing_secret=config.signing_secret,
+            authorize=InstalledAuthorize(store),  # type: ignore[arg-type]
+            oauth_flow=oauth_flow(
+                client,
+                config.client_id,
+                config.client_secret,
+                config.scopes,
+                engine.config.server.public_url,
+                store,
+            ),
+            user_facing_authorize_error_message=NOT_INSTALLED,
+            client=client,
+            process_before_response=True,
+        )
+        app.enable_token_revocation_listeners()
     app.use(ActOnce(engine.replays))  # after bolt's verification, before any listener
     Interactions(engine, api, background).register(app)
     Commands(engine, api, background).register(app)

@@ -22,6 +22,7 @@ from slack_sdk.errors import SlackApiError
 from bot.api.views import approval_url
 from bot.slack.api import SlackApi
 from bot.slack.background import Background
+from bot.slack.installs import Workspaces
 from cards.templating import plain_date
 from cards.text import Flavor, escape_mrkdwn, truncate
 from engine.assembly import Engine
@@ -54,6 +55,7 @@ class Commands:
         self.engine = engine
         self.api = api
         self.background = background
+        self.workspaces = api.workspaces or Workspaces(engine.config)
 
     def register(self, app: AsyncApp) -> None:
         app.command(COMMAND)(self.signoff)
@@ -65,7 +67,8 @@ class Commands:
         if verb == "help":
             await _answer(ack, HELP)
             return
-        person = self.engine.config.person_by("slack", str(command.get("user_id", "")))
+        team = str(command.get("team_id") or "") or None
+        person = await self.workspaces.person(team, str(command.get("user_id", "")))
         if person is None:
             await _answer(ack, NOT_LINKED)
             return

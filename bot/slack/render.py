@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.api.views import approval_url
+from bot.slack.installs import slack_user
 from cards.notice_fields import (
     REQUEST_NOTICES,
     confidence_fields,
@@ -43,7 +44,8 @@ class SlackMessages:
     def mention(self, person: str) -> str:
         """A person's Slack user id (rendered as a mention), else their name as text."""
         found = self.engine.config.people.get(person)
-        return (found.ids.get("slack") if found is not None else None) or person
+        user_id = found.ids.get("slack") if found is not None else None
+        return slack_user(user_id) if user_id else person
 
     async def view(self, request: TakeoverRequest, run: Run | None = None) -> ApprovalView:
         if run is None or run.id != request.run_id:

@@ -38,6 +38,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 
 from bot.slack.api import SlackApi, error_code, retry_after_seconds
+from bot.slack.installs import NotInstalled, split_target
 from bot.slack.render import SlackMessages
 from cards.render import CardTooLarge
 from engine.assembly import Engine
@@ -74,7 +75,8 @@ PERMANENT = frozenset(
 
 
 class SlackSink:
-    """The ``slack`` platform of the outbox: channel ``slack:<channel id>``."""
+    """The ``slack`` platform of the outbox: channel ``slack:<channel id>``, or
+    ``slack:<team id>/<channel id>`` (``SlackApi`` calls with that workspace's token)."""
 
     def __init__(self, engine: Engine, api: SlackApi, *, min_interval: float = 1.0) -> None:
         self.engine = engine
@@ -116,6 +118,8 @@ class SlackSink:
             raise DeliveryError(exc.message) from exc
 
     def _failure(self, target: str, exc: SlackApiError) -> DeliveryError:
+        if isinstance(exc, NotInstalled):  # no workspace's token for it: no retry will find one
+            return DeliveryError(exc.reason, permanent=True)
         retry_after = retry_after_seconds(exc)
         if retry_after is not None:
             until = asyncio.get_running_loop().time() + retry_after
@@ -192,7 +196,7 @@ class SlackSink:
         root, origin = None, "card"
         if cards:  # stopped between storing the card and the thread
             root = str(cards[0].data.get("threadTs") or cards[0].message_ref)
-        elif isinstance(source, dict) and source.get("channel") == target:
+        elif isinstance(source, dict) and source.get("channel") == split_target(target)[1]:
             thread_ts = source.get("thread_ts")
             origin = "input"
             root = thread_ts if isinstance(thread_ts, str) and thread_ts else None
