@@ -26,6 +26,7 @@ Choices, and why:
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
@@ -51,6 +52,15 @@ class _NoTokenWarning(logging.Filter):
 
 
 log.addFilter(_NoTokenWarning())
+
+
+async def _token_gone(event: dict[str, Any]) -> None:
+    log.error(
+        "Slack sent %s: slack.botToken no longer works; install the app again and set the new "
+        "token",
+        event.get("type"),
+    )
+
 
 NOT_INSTALLED = (
     "Signoff is not installed in this Slack workspace (or was removed from it), so nothing "
@@ -84,6 +94,9 @@ def build_bolt_app(engine: Engine, api: SlackApi, background: Background) -> Asy
             client=client,
             process_before_response=True,
         )
+        # The manifest subscribes to these for OAuth installs; here they leave a log line.
+        app.event("app_uninstalled")(_token_gone)
+        app.event("tokens_revoked")(_token_gone)
     else:
         # bolt takes an ``AsyncAuthorize`` instance as it is; its annotation names only functions.
         app = AsyncApp(
