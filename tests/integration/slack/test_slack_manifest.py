@@ -9,6 +9,7 @@ import yaml
 
 from bot.slack import EVENTS_PATH
 from bot.slack.commands import COMMAND
+from bot.slack.oauth import REDIRECT_PATH, manifest_scopes
 
 MANIFEST = Path(__file__).resolve().parents[3] / "bot" / "manifests" / "slack.yaml"
 
@@ -35,4 +36,15 @@ def test_the_manifest_points_everything_at_the_events_endpoint() -> None:
         "channels:history",
         "groups:history",
     } <= scopes
-    assert settings["event_subscriptions"]["bot_events"] == ["app_mention"]
+    assert settings["event_subscriptions"]["bot_events"] == [
+        "app_mention",
+        "app_uninstalled",
+        "tokens_revoked",
+    ]
+
+
+def test_the_manifest_has_the_oauth_redirect_and_the_scopes_an_install_asks_for() -> None:
+    manifest = yaml.safe_load(MANIFEST.read_text())
+    (redirect,) = manifest["oauth_config"]["redirect_urls"]
+    assert redirect == "https://signoff.example.com" + REDIRECT_PATH
+    assert list(manifest_scopes()) == manifest["oauth_config"]["scopes"]["bot"]

@@ -7,6 +7,9 @@ Real app, real database (SQLite, and PostgreSQL when configured), ``FakeSlack`` 
 
 from __future__ import annotations
 
+import json
+import re
+import textwrap
 from typing import Any
 
 import pytest
@@ -17,14 +20,16 @@ from engine.config import parse_config
 from engine.domain.errors import ConfigError
 from engine.domain.model import TakeoverStatus
 from tests.fakes.slack import FakeSlack
-from tests.integration.slack.harness import SECRET
+from tests.integration.slack.harness import SECRET, TEAM, running_slack, signed_headers
 from tests.integration.slack.oauth_harness import (
     CLIENT_ID,
+    SECRET_KEY,
     OAuthHarness,
     oauth_config,
     running_oauth,
 )
 from tests.support.engines import wait_for
+from tests.support.process import ROOT
 
 T1, T2 = "T0ACME001", "T0GLOBEX1"
 C1, C2 = "C0ACMEOPS", "C0GLOBEXA"
@@ -323,3 +328,45 @@ async def _rows(db_url: str) -> dict[str, list[dict[str, Any]]]:
             return out
     finally:
         await db.dispose()
+
+
+def test_the_guides_oauth_configuration_loads_as_written() -> None:
+    """docs/slack.md's "Install for a company" blocks, together, with the variables they name
+    set: OAuth mode, with the workspace forms of channels and people."""
+    guide = (ROOT / "docs" / "slack.md").read_text()
+    section = guide.split("## Install for a company (OAuth)", 1)[1].split("\n## ", 1)[0]
+    snippets = [textwrap.dedent(b) for b in re.findall(r"```yaml\n(.*?)```", section, re.S)]
+    assert len(snippets) == 2
+    env = {
+        "SIGNOFF_SECRET_KEY": SECRET_KEY,
+        "SLACK_CLIENT_ID": CLIENT_ID,
+        "SLACK_CLIENT_SECRET": "s3cret",
+        "SLACK_SIGNING_SECRET": SECRET,
+    }
+    config = parse_config("".join(snippets), env)
+    assert config.slack.oauth and config.slack.enabled
+    assert config.people["erin"].ids["slack"] == "T0123ABCD/U0ERIN0001"
+    (node,) = config.workflows["vendor-payment"].nodes
+    assert node.channels == ("slack:T0123ABCD/C0123456789",)
+    with pytest.raises(ConfigError, match=r"server\.secretKey: required"):
+        parse_config(snippets[0], {**env, "SIGNOFF_SECRET_KEY": ""})
+
+
+async def test_with_a_bot_token_an_uninstall_is_answered_and_logged(
+    migrated_db_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with running_slack(migrated_db_url, "w: {nodes: [{id: a, type: approval}]}") as h:
+        body = json.dumps(
+            {
+                "team_id": TEAM,
+                "api_app_id": "A0SIGNOFF",
+                "event": {"type": "app_uninstalled"},
+                "type": "event_callback",
+                "event_id": "Ev0GONE",
+                "event_time": 1,
+            }
+        )
+        headers = {**signed_headers(body), "Content-Type": "application/json"}
+        status, _ = await h.send(body, headers)
+    assert status == 200
+    assert "slack.botToken no longer works" in caplog.text
