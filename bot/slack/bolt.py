@@ -73,7 +73,10 @@ def build_bolt_app(engine: Engine, api: SlackApi, background: Background) -> Asy
 
     async def authorize(
         enterprise_id: str | None, team_id: str | None, user_id: str | None
-    ) -> AuthorizeResult:
+    ) -> AuthorizeResult | None:
+        if not config.allows(team_id):
+            log.warning("a signed Slack request from %s, which is not in slack.teams", team_id)
+            return None
         return AuthorizeResult(
             enterprise_id=enterprise_id,
             team_id=team_id,
@@ -90,7 +93,8 @@ def build_bolt_app(engine: Engine, api: SlackApi, background: Background) -> Asy
             name="signoff",
             logger=log,
             signing_secret=config.signing_secret,
-            authorize=authorize,
+            authorize=authorize,  # type: ignore[arg-type]  # None: not authorized
+            user_facing_authorize_error_message=NOT_INSTALLED,
             client=client,
             process_before_response=True,
         )
@@ -103,12 +107,13 @@ def build_bolt_app(engine: Engine, api: SlackApi, background: Background) -> Asy
             name="signoff",
             logger=log,
             signing_secret=config.signing_secret,
-            authorize=InstalledAuthorize(store),  # type: ignore[arg-type]
+            authorize=InstalledAuthorize(store, config.allows),  # type: ignore[arg-type]
             oauth_flow=oauth_flow(
                 client,
                 config.client_id,
                 config.client_secret,
                 config.scopes,
+                config.teams,
                 engine.config.server.public_url,
                 store,
             ),

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from slack_bolt.authorization import AuthorizeResult
@@ -182,8 +183,9 @@ class InstalledAuthorize(AsyncAuthorize):
     then answers that the app is not installed and runs no listener). Unlike bolt's own
     ``AsyncInstallationStoreAuthorize`` it makes no ``auth.test`` call per request."""
 
-    def __init__(self, store: SealedInstallationStore) -> None:
+    def __init__(self, store: SealedInstallationStore, allows: Callable[[str], bool]) -> None:
         self.store = store
+        self.allows = allows  # ``SlackConfig.allows``: slack.teams, when set
 
     async def __call__(
         self,
@@ -198,6 +200,9 @@ class InstalledAuthorize(AsyncAuthorize):
     ) -> AuthorizeResult | None:
         if not team_id:
             return None  # org-wide installs are not supported (docs/slack.md)
+        if not self.allows(team_id):
+            log.warning("a signed Slack request from %s, which is not in slack.teams", team_id)
+            return None
         try:
             bot = await self.store.bot_of_team(team_id)
         except Unsealed as exc:

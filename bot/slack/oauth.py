@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from slack_bolt.error import BoltError
 from slack_bolt.oauth.async_callback_options import (
     AsyncCallbackOptions,
     AsyncFailureArgs,
@@ -30,6 +31,7 @@ from slack_bolt.oauth.async_oauth_flow import AsyncOAuthFlow
 from slack_bolt.oauth.async_oauth_settings import AsyncOAuthSettings
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
+from slack_sdk.oauth.installation_store import Installation
 from slack_sdk.oauth.sqlalchemy_utils import normalize_datetime_for_db
 from slack_sdk.oauth.state_store.sqlalchemy import AsyncSQLAlchemyOAuthStateStore
 from slack_sdk.web.async_client import AsyncWebClient
@@ -57,6 +59,10 @@ FAILURES: dict[str, str] = {
         "Slack did not accept the installation (the code was refused or has expired), so "
         "nothing was installed. Start again; if it keeps failing, check slack.clientId and "
         "slack.clientSecret."
+    ),
+    "not_allowed": (
+        "This Slack workspace is not one Signoff may be installed in (slack.teams), so nothing "
+        "was installed."
     ),
     "storage_error": (
         "Slack approved the installation but Signoff could not save it, so it is not "
@@ -109,9 +115,23 @@ class SweptStateStore(AsyncSQLAlchemyOAuthStateStore):
         return state
 
 
+class NotAllowed(BoltError):
+    """An install into a workspace not in ``slack.teams``: not saved."""
+
+
 class SignoffOAuthFlow(AsyncOAuthFlow):
-    """bolt's flow with Signoff's install page: bolt's own loads its button image from Slack's
-    site, which the console's Content-Security-Policy (images from this server only) blocks."""
+    """bolt's flow with Signoff's install page (bolt's own loads its button image from Slack's
+    site, which the console's Content-Security-Policy, images from this server only, blocks),
+    and ``slack.teams`` checked before an installation is saved."""
+
+    teams: tuple[str, ...] = ()
+
+    async def store_installation(
+        self, request: AsyncBoltRequest, installation: Installation
+    ) -> None:
+        if self.teams and installation.team_id not in self.teams:
+            raise NotAllowed(f"Slack workspace {installation.team_id} is not in slack.teams")
+        await super().store_installation(request, installation)
 
     async def build_install_page_html(self, url: str, request: AsyncBoltRequest) -> str:
         body = (
@@ -129,6 +149,7 @@ def oauth_flow(
     client_id: str,
     client_secret: str,
     scopes: tuple[str, ...],
+    teams: tuple[str, ...],
     public_url: str,
     store: SealedInstallationStore,
 ) -> AsyncOAuthFlow:
@@ -136,11 +157,13 @@ def oauth_flow(
     redirect URL and pages."""
     exchange = _OAuthClient(base_url=client.base_url, retry_handlers=[])
     exchange.proxy = client.proxy
-    return SignoffOAuthFlow(
+    flow = SignoffOAuthFlow(
         client=exchange,
         logger=store.logger,
         settings=_settings(client_id, client_secret, scopes, public_url, store),
     )
+    flow.teams = teams
+    return flow
 
 
 def _settings(
@@ -184,6 +207,8 @@ async def _installed(args: AsyncSuccessArgs) -> BoltResponse:
 
 
 async def _failed(args: AsyncFailureArgs) -> BoltResponse:
+    if isinstance(args.error, NotAllowed):
+        args.reason, args.suggested_status_code = "not_allowed", 403
     reason = FAILURES.get(args.reason) or UNKNOWN_FAILURE.format(reason=args.reason)
     body = f'<p>{_e(reason)}</p><p><a href="{_e(INSTALL_PATH)}">Install page</a></p>'
     return _page(args.suggested_status_code, "Signoff was not installed", body, args)

@@ -35,7 +35,8 @@ class SlackConfig:
     """Slack in one of two modes. One workspace: ``botToken``. Installed like a distributed app
     in one or many workspaces (OAuth, ``/slack/install``): ``clientId`` + ``clientSecret``,
     with the bot tokens kept in the database, encrypted with a key from ``server.secretKey``.
-    Both need ``signingSecret``; ``scopes`` (OAuth) defaults to the manifest's bot scopes."""
+    Both need ``signingSecret``; ``scopes`` (OAuth) defaults to the manifest's bot scopes.
+    ``teams``, when set, are the only workspaces that may install it or be answered."""
 
     bot_token: str = ""
     signing_secret: str = ""
@@ -43,6 +44,11 @@ class SlackConfig:
     client_id: str = ""
     client_secret: str = ""
     scopes: tuple[str, ...] = ()  # empty: the bot scopes of bot/manifests/slack.yaml
+    teams: tuple[str, ...] = ()  # empty: any workspace
+
+    def allows(self, team: str | None) -> bool:
+        """Whether workspace ``team`` may install Signoff and be answered (``teams``)."""
+        return not self.teams or team in self.teams
 
     @property
     def oauth(self) -> bool:
@@ -93,7 +99,15 @@ class WebhooksConfig:
 
 
 def parse_slack(raw: Any, path: str, problems: list[str], server: ServerConfig) -> SlackConfig:
-    keys = ("botToken", "signingSecret", "apiBaseUrl", "clientId", "clientSecret", "scopes")
+    keys = (
+        "botToken",
+        "signingSecret",
+        "apiBaseUrl",
+        "clientId",
+        "clientSecret",
+        "scopes",
+        "teams",
+    )
     s = Section(raw, path, problems, keys)
     api = s.url("apiBaseUrl", "https://slack.com/api/") or "https://slack.com/api/"
     bot_token = s.text("botToken", "") or ""
@@ -103,6 +117,10 @@ def parse_slack(raw: Any, path: str, problems: list[str], server: ServerConfig) 
     for i, scope in enumerate(scopes):
         if not re.fullmatch(r"[a-z_.]+(:[a-z_.]+)*", scope):
             problems.append(f"{s.at('scopes')}[{i}]: not a Slack scope like chat:write")
+    teams = s.texts("teams")
+    for i, team in enumerate(teams):
+        if not re.fullmatch(r"T[A-Z0-9]{2,}", team):
+            problems.append(f"{s.at('teams')}[{i}]: not a Slack workspace id like T0123ABCD")
     if bot_token and client_id:
         s.error(
             "clientId",
@@ -125,6 +143,7 @@ def parse_slack(raw: Any, path: str, problems: list[str], server: ServerConfig) 
         client_id=client_id,
         client_secret=client_secret,
         scopes=scopes,
+        teams=teams,
     )
 
 

@@ -139,7 +139,9 @@ class OAuthHarness:
         return [r.body.get("text", "") for r in self.slack.responses if r.key == key]
 
 
-def oauth_config(db_url: str, slack: FakeSlack, people: str, workflows: str, **server: str) -> str:
+def oauth_config(
+    db_url: str, slack: FakeSlack, people: str, workflows: str, slack_extra: str = "", **server: str
+) -> str:
     server_keys = {"secretKey": SECRET_KEY, "publicUrl": "http://signoff.test", **server}
     return (
         f"database: {{url: '{db_url}'}}\n"
@@ -147,7 +149,7 @@ def oauth_config(db_url: str, slack: FakeSlack, people: str, workflows: str, **s
         + ", ".join(f"{k}: '{v}'" for k, v in server_keys.items() if v)
         + "}\n"
         f"slack: {{clientId: '{CLIENT_ID}', clientSecret: '{CLIENT_SECRET}', "
-        f"signingSecret: '{SECRET}', apiBaseUrl: '{slack.api_url}'}}\n"
+        f"signingSecret: '{SECRET}', apiBaseUrl: '{slack.api_url}'{slack_extra}}}\n"
         + textwrap.dedent(people)
         + "workflows:\n"
         + textwrap.indent(textwrap.dedent(workflows), "  ")
@@ -162,6 +164,7 @@ async def running_oauth(
     *,
     client_secret: str = CLIENT_SECRET,
     tokens: bool = True,
+    slack_extra: str = "",
 ) -> AsyncIterator[OAuthHarness]:
     """The real app on a loopback port, Slack installed through OAuth, the Web API a
     ``FakeSlack`` that knows the app as ``CLIENT_ID`` / ``client_secret``. ``tokens=False``:
@@ -174,7 +177,8 @@ async def running_oauth(
             owner="oauth-test",
             sweep_interval_seconds=3600.0,
         )
-        config = parse_config(oauth_config(db_url, slack, people, workflows), {})
+        text = oauth_config(db_url, slack, people, workflows, slack_extra)
+        config = parse_config(text, {})
         app = create_app(config, options)
         client = TestClient(TestServer(app))
         await client.start_server()

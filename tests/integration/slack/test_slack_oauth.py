@@ -14,13 +14,23 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from aiohttp.test_utils import TestClient, TestServer
 
+from bot.app import create_app
+from bot.keys import ENGINE
 from engine.adapters.store.db import Database
+from engine.assembly import EngineOptions
 from engine.config import parse_config
 from engine.domain.errors import ConfigError
-from engine.domain.model import TakeoverStatus
+from engine.domain.model import Role, TakeoverStatus
 from tests.fakes.slack import FakeSlack
-from tests.integration.slack.harness import SECRET, TEAM, running_slack, signed_headers
+from tests.integration.slack.harness import (
+    SECRET,
+    TEAM,
+    config_text,
+    running_slack,
+    signed_headers,
+)
 from tests.integration.slack.oauth_harness import (
     CLIENT_ID,
     SECRET_KEY,
@@ -28,6 +38,8 @@ from tests.integration.slack.oauth_harness import (
     oauth_config,
     running_oauth,
 )
+from tests.support.api import Api
+from tests.support.clock import ManualClock
 from tests.support.engines import wait_for
 from tests.support.process import ROOT
 
@@ -266,6 +278,33 @@ async def test_a_code_is_exchanged_once_and_only_with_the_apps_secret(
         assert [r["team_id"] for r in (await _rows(migrated_db_url))["slack_bots"]] == [T1]
 
 
+async def test_only_the_workspaces_of_slack_teams_may_install(migrated_db_url: str) -> None:
+    async with running_oauth(migrated_db_url, PEOPLE, FLOWS, slack_extra=f", teams: [{T1}]") as h:
+        await installed(h, T1)
+        status, page = await h.install(T2)
+        assert status == 403
+        assert "not one Signoff may be installed in (slack.teams), so nothing was" in page
+    assert [r["team_id"] for r in (await _rows(migrated_db_url))["slack_bots"]] == [T1]
+
+
+async def test_with_a_bot_token_slack_teams_refuses_other_workspaces(migrated_db_url: str) -> None:
+    async with FakeSlack() as slack:
+        text = config_text(migrated_db_url, slack, FLOWS, people=PEOPLE).replace(
+            f"apiBaseUrl: '{slack.api_url}'", f"apiBaseUrl: '{slack.api_url}', teams: [{T1}]"
+        )
+        app = create_app(parse_config(text, {}), EngineOptions(clock=ManualClock()))
+        async with TestClient(TestServer(app)) as client:
+            h = OAuthHarness(Api(client, app[ENGINE], {}), slack)
+            await h.api.token("agent", Role.AGENT)
+            request = await pending(h, await start(h, "acme"))
+            await h.click(T2, SAME_USER, "signoff_grant", request.id, channel=C1, key="o")
+            told = await wait_for(lambda: _async(h.told("o")))
+            assert "not installed in this Slack workspace" in told[0]
+            assert (await h.engine.store.get_takeover(request.id)).status == "pending"
+            await h.click(T1, SAME_USER, "signoff_grant", request.id, channel=C1, key="i")
+            assert (await h.engine.store.get_takeover(request.id)).decided_by == "alice"
+
+
 async def test_cancelled_install_says_nothing_was_installed(migrated_db_url: str) -> None:
     async with running_oauth(migrated_db_url, PEOPLE, FLOWS) as h:
         started = await h.start_install()
@@ -288,6 +327,11 @@ async def test_cancelled_install_says_nothing_was_installed(migrated_db_url: str
             "slack.clientId: set together with slack.botToken",
         ),
         ("secretKey: 'k'", f"clientId: '{CLIENT_ID}'", "slack.clientSecret: required"),
+        (
+            "secretKey: 'k'",
+            f"clientId: '{CLIENT_ID}', clientSecret: x, teams: [acme]",
+            "slack.teams[0]: not a Slack workspace id like T0123ABCD",
+        ),
     ],
 )
 def test_oauth_mode_refuses_to_start_without_what_it_needs(
