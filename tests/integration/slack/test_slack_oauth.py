@@ -21,6 +21,7 @@ from bot.keys import ENGINE
 from engine.adapters.store.db import Database
 from engine.assembly import EngineOptions
 from engine.config import parse_config
+from engine.config.channels.sections import SlackConfig, slack_state, slack_warnings
 from engine.domain.errors import ConfigError
 from engine.domain.model import Role, TakeoverStatus
 from tests.fakes.slack import FakeSlack
@@ -414,3 +415,15 @@ async def test_with_a_bot_token_an_uninstall_is_answered_and_logged(
         status, _ = await h.send(body, headers)
     assert status == 200
     assert "slack.botToken no longer works" in caplog.text
+
+
+def test_signoff_check_tells_the_oauth_mode() -> None:
+    """What ``signoff check`` prints for Slack (``slack_state``), by mode."""
+    oauth = SlackConfig(signing_secret=SECRET, client_id=CLIENT_ID, client_secret="s")
+    assert slack_state(oauth) == "set (OAuth: workspaces install at /slack/install)"
+    short = SlackConfig(signing_secret="short", client_id=CLIENT_ID, client_secret="s")
+    assert slack_state(short) == "invalid: signingSecret is too short"
+    assert slack_state(SlackConfig("xoxb-1", SECRET)) == "set"
+    assert slack_warnings(SlackConfig(client_id=CLIENT_ID, client_secret="s")) == [
+        "slack: clientId/clientSecret need signingSecret too; Slack is disabled"
+    ]
