@@ -225,9 +225,15 @@ def _page(status: int, title: str, body: str, args: Any) -> BoltResponse:
 
 
 def _html(title: str, body: str) -> str:
+    """A page in the console's look (its stylesheet, served by the console)."""
     return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{_e(title)}</title>"
-        f"</head><body><h1>{_e(title)}</h1>{body}</body></html>"
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(title)} · Signoff</title>"
+        '<link rel="stylesheet" href="/static/signoff.css">'
+        '<link rel="icon" href="/static/favicon.svg" type="image/svg+xml"></head><body>'
+        '<header class="top"><span class="brand">Signoff</span></header>'
+        f"<main><h1>{_e(title)}</h1>{body}</main></body></html>"
     )
 
 

@@ -61,7 +61,7 @@ class OAuthHarness:
         resp = await self.api.client.get("/slack/install")
         page = await resp.text()
         self.api.client.session.cookie_jar.clear()  # the test carries cookies by hand
-        found = re.search(r'href="([^"]+)"', page)
+        found = re.search(r'href="([^"]+/oauth/v2/authorize[^"]*)"', page)
         assert found is not None, page
         query = parse_qs(urlsplit(html.unescape(found.group(1))).query)
         return Started(
