@@ -34,7 +34,7 @@ from bot.api.views import approval_url
 from bot.replies import UNAVAILABLE, Refusal, decide, refusal, sentence
 from bot.slack.api import SlackApi, error_code
 from bot.slack.background import Background
-from bot.slack.installs import Workspaces, slack_user
+from bot.slack.installs import Workspaces, split_target
 from cards.text import Flavor, escape_mrkdwn, truncate
 from engine.assembly import Engine
 from engine.domain.errors import (
@@ -127,9 +127,9 @@ class Interactions:
                 kind = refusal(exc)
                 if kind is Refusal.DECIDED:
                     assert isinstance(exc, AlreadyDecided)
-                    reply = self._already(exc.current, exc.decided_by)
+                    reply = self._already(exc.current, exc.decided_by, team=click.workspace)
                 elif kind is Refusal.NOT_TAKEN_OVER:  # release of a request that is not granted
-                    reply = await self._state_of(click.value)
+                    reply = await self._state_of(click.value, click.workspace)
                 elif kind is Refusal.VOTED:
                     reply = (
                         "You have already approved this request; it is waiting for more approvals."
@@ -160,7 +160,9 @@ class Interactions:
                 if refusal is not None:
                     reply = _sentence(refusal)
                 elif request.status != TakeoverStatus.PENDING:
-                    reply = self._already(request.status.value, request.decided_by)
+                    reply = self._already(
+                        request.status.value, request.decided_by, team=click.workspace
+                    )
         await ack()
         if reply is None and request is not None:
             self.background.spawn(self._open_modal(click, request), "deny-modal")
@@ -244,16 +246,18 @@ class Interactions:
         person = await self.workspaces.person(team, user)
         return None if person is None else self.engine.principal_for_person(person.name)
 
-    def _already(self, status: str | None, by: str | None, *, mention: bool = True) -> str:
+    def _already(
+        self, status: str | None, by: str | None, *, mention: bool = True, team: str | None = None
+    ) -> str:
         """ "Already approved by @x", as the clicker who lost the race is told."""
         if status == TakeoverStatus.EXPIRED:
             return "This request has already expired; nothing changed."
         word = _DECIDED.get(status or "", status or "decided")
         if by is None:
             return f"This request is already {word}; nothing changed."
-        return f"Already {word} by {self._person(by, mention)}; nothing changed."
+        return f"Already {word} by {self._person(by, mention, team)}; nothing changed."
 
-    async def _state_of(self, request_id: str) -> str:
+    async def _state_of(self, request_id: str, team: str | None) -> str:
         try:
             request = await self.engine.queries.get_takeover(request_id)
         except SignoffError:
@@ -262,13 +266,19 @@ class Interactions:
             return "This request has not been taken over, so there is nothing to release."
         by = request.released_by or request.decided_by
         if request.status == TakeoverStatus.RELEASED:
-            return f"Already released by {self._person(by or 'someone', True)}; nothing changed."
-        return self._already(request.status.value, by)
+            return (
+                f"Already released by {self._person(by or 'someone', True, team)}; nothing changed."
+            )
+        return self._already(request.status.value, by, team=team)
 
-    def _person(self, name: str, mention: bool) -> str:
+    def _person(self, name: str, mention: bool, team: str | None = None) -> str:
+        """``name`` as an @mention where their Slack id is of workspace ``team`` (or names
+        none), else as text."""
         found = self.engine.config.people.get(name)
-        if mention and found is not None and (user_id := found.ids.get("slack")):
-            return f"<@{slack_user(user_id)}>"
+        if mention and found is not None and (person_id := found.ids.get("slack")):
+            their_team, user_id = split_target(person_id)
+            if not (their_team and team and their_team != team):
+                return f"<@{user_id}>"
         return truncate(name, 100, Flavor.MRKDWN if mention else Flavor.PLAIN)
 
     def _tell(self, click: Click, text: str | None) -> None:

@@ -274,8 +274,3 @@ class Workspaces:
         if bare is None or not await self.is_default(team):
             return None
         return bare
-
-
-def slack_user(person_id: str) -> str:
-    """The user id of a ``people:`` Slack id (``T0123/U012`` -> ``U012``), to mention."""
-    return split_target(person_id)[1]

@@ -18,6 +18,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bot.app import create_app
 from bot.keys import ENGINE
+from bot.slack.render import SlackMessages
 from engine.adapters.store.db import Database
 from engine.assembly import EngineOptions
 from engine.config import parse_config
@@ -52,6 +53,7 @@ people:
   alice: {{slack: {T1}/{SAME_USER}}}
   bob: {{slack: {T2}/{SAME_USER}}}
   carol: {{slack: U0CAROL01}}
+  dave: {{slack: {T1}/U0DAVE001}}
 """
 FLOWS = f"""
 acme:
@@ -60,6 +62,10 @@ acme:
 globex:
   nodes:
     - {{id: approve, type: approval, approvers: [bob, carol], channels: ["slack:{T2}/{C2}"]}}
+both:
+  nodes:
+    - {{id: approve, type: approval, approvers: [alice, bob, dave],
+       channels: ["slack:{T1}/{C1}", "slack:{T2}/{C2}"]}}
 plain:
   nodes:
     - {{id: approve, type: approval, approvers: [carol], channels: ["slack:{C1}"]}}
@@ -134,6 +140,24 @@ async def test_two_workspaces_each_answered_with_its_own_token(migrated_db_url: 
             (C2, token_of(h.slack, T2)),
         }
         assert h.slack.refused == []
+
+
+async def test_a_person_is_mentioned_only_in_their_own_workspace(migrated_db_url: str) -> None:
+    async with running_oauth(migrated_db_url, PEOPLE, FLOWS) as h:
+        await installed(h, T1, T2)
+        request = await pending(h, await start(h, "both"))
+        await h.click(T1, SAME_USER, "signoff_grant", request.id, channel=C1, key="m")
+        assert (await h.engine.store.get_takeover(request.id)).decided_by == "alice"
+
+        # Too late, in each workspace: alice is @-mentioned in hers only (U0SAMEID1 is bob in T2).
+        await h.click(T1, "U0DAVE001", "signoff_grant", request.id, channel=C1, key="t1")
+        await h.click(T2, SAME_USER, "signoff_grant", request.id, channel=C2, key="t2")
+        told = await wait_for(lambda: _async(h.told("t1") and h.told("t2")))
+        assert told and h.told("t1") == [f"Already approved by <@{SAME_USER}>; nothing changed."]
+        assert h.told("t2") == ["Already approved by alice; nothing changed."]
+        messages = SlackMessages(h.engine)  # notices (reminders, escalations) mention so too
+        assert messages.mentions(["alice", "bob", "carol"], T1) == [SAME_USER, "bob", "U0CAROL01"]
+        assert messages.mentions(["alice", "bob"], None) == [SAME_USER, SAME_USER]
 
 
 async def test_a_user_of_one_workspace_is_never_the_person_of_another(migrated_db_url: str) -> None:
