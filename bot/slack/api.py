@@ -88,9 +88,15 @@ class SlackApi:
         """(the ``token`` argument for the workspace of ``target``, its channel id). Raises
         ``NotInstalled`` (a ``SlackApiError``) when no workspace's token applies."""
         named, channel = split_target(target)
+        return await self.auth_for(named), channel
+
+    async def auth_for(self, team: str | None) -> dict[str, Any]:
+        """The ``token`` argument of a Web API call made in workspace ``team`` (None: the
+        default one), for ``self.client``'s methods: ``{}`` with ``slack.botToken``, whose
+        client carries it already. Raises ``NotInstalled`` (a ``SlackApiError``)."""
         if self.workspaces is None:
-            return {}, channel
-        return {"token": await self.workspaces.token_for(named)}, channel
+            return {}
+        return {"token": await self.workspaces.token_for(team)}
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -193,9 +199,7 @@ class SlackApi:
         self, trigger_id: str, view: Mapping[str, Any], *, team: str | None = None
     ) -> None:
         """``views.open`` in the clicker's workspace ``team`` (None: the default one)."""
-        auth: dict[str, Any] = {}
-        if self.workspaces is not None:
-            auth["token"] = await self.workspaces.token_for(team)
+        auth = await self.auth_for(team)
         await self.client.views_open(**auth, trigger_id=trigger_id, view=dict(view))
 
     async def respond(self, response_url: str, text: str, *, in_channel: bool = False) -> None:

@@ -142,6 +142,19 @@ async def test_two_workspaces_each_answered_with_its_own_token(migrated_db_url: 
         assert h.slack.refused == []
 
 
+async def test_the_deny_dialog_opens_with_the_clickers_workspace_token(
+    migrated_db_url: str,
+) -> None:
+    async with running_oauth(migrated_db_url, PEOPLE, FLOWS) as h:
+        await installed(h, T1, T2)
+        request = await pending(h, await start(h, "globex"))
+        await h.click(T2, SAME_USER, "signoff_deny", request.id, channel=C2, key="d")
+
+        opened = await wait_for(lambda: _async(h.slack.calls_of("views.open", ok=True)))
+        assert [c.token for c in opened] == [token_of(h.slack, T2)]
+        assert h.slack.views[0]["private_metadata"] == request.id
+
+
 async def test_a_person_is_mentioned_only_in_their_own_workspace(migrated_db_url: str) -> None:
     async with running_oauth(migrated_db_url, PEOPLE, FLOWS) as h:
         await installed(h, T1, T2)
