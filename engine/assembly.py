@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import dataclasses
 import socket
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -193,6 +193,7 @@ class Engine:
         self.stored_workflows = StoredWorkflows(config, self.store, self.clock)
         self.listener: PgListener | None = None
         self._started = False
+        self._before_close: list[Callable[[], Awaitable[None]]] = []
 
     def _approval_queue(
         self, where: QueueFilter | None = None, *, limit: int, cursor: str | None
@@ -214,6 +215,18 @@ class Engine:
 
     def wake_outbox(self) -> None:
         self.dispatcher.wake()
+
+    def shared_sql_engine(self) -> Any:
+        """The async SQLAlchemy engine on Signoff's database, for a front end whose library
+        keeps its own tables there (slack_sdk's Slack installation and OAuth state stores,
+        tables made by migration 0004). Typed ``Any``: nothing outside the store names
+        SQLAlchemy."""
+        return self.db.writing_engine()
+
+    def before_close(self, work: Callable[[], Awaitable[None]]) -> None:
+        """A front end's follow-up work to finish when the engine stops: awaited once its loops
+        (workers, outbox) have stopped, before the database closes."""
+        self._before_close.append(work)
 
     def add_sink(self, platform: str, sink: Sink) -> None:
         """Front ends register how their platform's messages are delivered."""
@@ -247,6 +260,8 @@ class Engine:
                 await self.db_clock.stop()
             await self.dispatcher.stop()
             self._started = False
+        for work in self._before_close:
+            await work()
         await self.connectors.close()
         self.callables.close()
         if self._own_sampler is not None:

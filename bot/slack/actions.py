@@ -6,16 +6,16 @@
     signoff_deny      Deny      open a modal for the reason; its submission denies
     signoff_feedback_up|down    👍/👎 on a step result: feedback 5 or 1
 
-Who may decide is the engine's business (``Approvals``): a handler maps the Slack user to a
-person (``bot.slack.people``: their ``people:`` Slack id, else their email), calls the engine
-(``bot.replies.decide``), and turns the outcome into an answer by the kind of refusal
-(``bot.replies.refusal``). Nothing changes on a refusal; someone Signoff cannot place is told
-how to get linked. The card update and the decision notice are queued by the engine in the
-decision's own transaction and delivered by the outbox; the only things a handler sends itself
-are ephemeral replies to the clicker (through the click's ``response_url``) and the modal, and
-both go out after the acknowledgement. The same buttons on a person's Home tab
-(``bot.slack.home``) reach the same handlers; a click there has no ``response_url``, so its
-answer is shown on top of the tab, published again.
+Who may decide is the engine's business (``Approvals``): a handler maps the Slack user of the
+clicker's workspace to a person (``bot.slack.people``: their ``people:`` Slack id in that
+workspace, else their email), calls the engine (``bot.replies.decide``), and turns the outcome
+into an answer by the kind of refusal (``bot.replies.refusal``). Nothing changes on a refusal;
+someone Signoff cannot place is told how to get linked. The card update and the decision notice
+are queued by the engine in the decision's own transaction and delivered by the outbox; the
+only things a handler sends itself are ephemeral replies to the clicker (through the click's
+``response_url``) and the modal, and both go out after the acknowledgement. The same buttons on
+a person's Home tab (``bot.slack.home``) reach the same handlers; a click there has no
+``response_url``, so its answer is shown on top of the tab, published again.
 
 Double clicks, simultaneous approvers and redelivered requests all reach the engine, whose
 conditional UPDATE lets exactly one win; every other click is told who won.
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
@@ -36,6 +35,8 @@ from bot.api.views import approval_url
 from bot.replies import UNAVAILABLE, Refusal, decide, refusal, sentence
 from bot.slack.api import SlackApi, error_code, http_status
 from bot.slack.background import Background
+from bot.slack.click import Click, team_of
+from bot.slack.installs import split_target
 from bot.slack.people import LookupUnavailable, SlackPeople
 from cards.text import Flavor, agent_text, escape_mrkdwn, truncate
 from engine.assembly import Engine
@@ -67,30 +68,6 @@ _DECIDED: dict[str, str] = {
     TakeoverStatus.DENIED.value: "denied",
     TakeoverStatus.CANCELLED.value: "cancelled",
 }
-
-
-@dataclass(frozen=True)
-class Click:
-    """The parts of a ``block_actions`` payload a handler needs."""
-
-    user_id: str
-    action_id: str
-    value: str
-    response_url: str | None
-    trigger_id: str | None
-    in_home: bool = False  # clicked on the clicker's Home tab (no response_url there)
-
-    @classmethod
-    def of(cls, body: dict[str, Any]) -> Click:
-        action = (body.get("actions") or [{}])[0]
-        return cls(
-            user_id=str((body.get("user") or {}).get("id", "")),
-            action_id=str(action.get("action_id", "")),
-            value=str(action.get("value", "")),
-            response_url=body.get("response_url"),
-            trigger_id=body.get("trigger_id"),
-            in_home=((body.get("view") or {}).get("type") == "home"),
-        )
 
 
 class HomeTabs(Protocol):
@@ -135,7 +112,7 @@ class Interactions:
 
     async def _decide(self, ack: AsyncAck, click: Click, verb: str) -> None:
         """Commit the decision, then acknowledge (the HTTP answer leaves when this returns)."""
-        who, reply = await self._principal(click.user_id)
+        who, reply = await self._principal(click.team_id, click.user_id)
         if who is not None:
             try:
                 await decide(self.engine.approvals, click.value, who, verb)
@@ -143,9 +120,9 @@ class Interactions:
                 kind = refusal(exc)
                 if kind is Refusal.DECIDED:
                     assert isinstance(exc, AlreadyDecided)
-                    reply = self._already(exc.current, exc.decided_by)
+                    reply = self._already(exc.current, exc.decided_by, team=click.workspace)
                 elif kind is Refusal.NOT_TAKEN_OVER:  # release of a request that is not granted
-                    reply = await self._state_of(click.value)
+                    reply = await self._state_of(click.value, click.workspace)
                 elif kind is Refusal.VOTED:
                     reply = (
                         "You have already approved this request; it is waiting for more approvals."
@@ -163,7 +140,7 @@ class Interactions:
     async def deny_clicked(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         """Deny asks for a reason first: check the clicker may deny, then open the modal."""
         click = Click.of(body)
-        who, reply = await self._principal(click.user_id)
+        who, reply = await self._principal(click.team_id, click.user_id)
         request: TakeoverRequest | None = None
         if who is not None:
             try:
@@ -175,7 +152,9 @@ class Interactions:
                 if refusal is not None:
                     reply = _sentence(refusal)
                 elif request.status != TakeoverStatus.PENDING:
-                    reply = self._already(request.status.value, request.decided_by)
+                    reply = self._already(
+                        request.status.value, request.decided_by, team=click.workspace
+                    )
         await ack()
         if reply is None and request is not None:
             self.background.spawn(
@@ -196,7 +175,7 @@ class Interactions:
         try:
             if not click.trigger_id:
                 raise ValueError("the click carried no trigger_id")
-            await self.api.open_view(click.trigger_id, deny_modal(request))
+            await self.api.open_view(click.trigger_id, deny_modal(request), team=click.workspace)
             return
         except SlackApiError as exc:
             log.warning(
@@ -228,8 +207,8 @@ class Interactions:
         request_id = str(view.get("private_metadata", ""))
         values = (view.get("state") or {}).get("values") or {}
         reason = ((values.get(REASON_BLOCK) or {}).get(REASON_ACTION) or {}).get("value")
-        user_id = str((body.get("user") or {}).get("id", ""))
-        who, error = await self._principal(user_id)
+        user_id, team = str((body.get("user") or {}).get("id", "")), team_of(body)
+        who, error = await self._principal(team, user_id)
         if who is not None:
             try:
                 notes = (reason or "").strip() or None
@@ -248,14 +227,14 @@ class Interactions:
         if error is None:
             await ack()  # closes the modal
             if self.home is not None:
-                self.home.refresh(user_id)
+                self.home.refresh(self.api.member(team, user_id))
         else:
             await ack(response_action="errors", errors={REASON_BLOCK: error[:150]})
 
     async def feedback(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         """👍/👎 under a step result: journaled as feedback 5 or 1 (it feeds calibration)."""
         click = Click.of(body)
-        who, unknown = await self._principal(click.user_id)
+        who, unknown = await self._principal(click.team_id, click.user_id)
         run_id, _, step_id = click.value.partition(":")
         up = click.action_id.endswith("_up")
         reply = unknown or ""
@@ -272,10 +251,13 @@ class Interactions:
 
     # -- helpers -------------------------------------------------------------------------------
 
-    async def _principal(self, slack_user: str) -> tuple[Principal | None, str | None]:
-        """The person the clicker is (``bot.slack.people``), or None and what to tell them."""
+    async def _principal(
+        self, team: str | None, slack_user: str
+    ) -> tuple[Principal | None, str | None]:
+        """The person the clicker (``slack_user`` of workspace ``team``) is
+        (``bot.slack.people``), or None and what to tell them."""
         try:
-            person = await self.people.person_for(slack_user)
+            person = await self.people.person_for(slack_user, team)
         except LookupUnavailable as exc:
             log.warning("could not look up Slack user %s: %s", slack_user[:40], exc)
             return None, NOT_LOOKED_UP
@@ -283,16 +265,18 @@ class Interactions:
             return None, NOT_LINKED.format(user=escape_mrkdwn(slack_user[:40] or "unknown"))
         return self.engine.principal_for_person(person.name), None
 
-    def _already(self, status: str | None, by: str | None, *, mention: bool = True) -> str:
+    def _already(
+        self, status: str | None, by: str | None, *, mention: bool = True, team: str | None = None
+    ) -> str:
         """ "Already approved by @x", as the clicker who lost the race is told."""
         if status == TakeoverStatus.EXPIRED:
             return "This request has already expired; nothing changed."
         word = _DECIDED.get(status or "", status or "decided")
         if by is None:
             return f"This request is already {word}; nothing changed."
-        return f"Already {word} by {self._person(by, mention)}; nothing changed."
+        return f"Already {word} by {self._person(by, mention, team)}; nothing changed."
 
-    async def _state_of(self, request_id: str) -> str:
+    async def _state_of(self, request_id: str, team: str | None) -> str:
         try:
             request = await self.engine.queries.get_takeover(request_id)
         except SignoffError:
@@ -301,12 +285,18 @@ class Interactions:
             return "This request has not been taken over, so there is nothing to release."
         by = request.released_by or request.decided_by
         if request.status == TakeoverStatus.RELEASED:
-            return f"Already released by {self._person(by or 'someone', True)}; nothing changed."
-        return self._already(request.status.value, by)
+            return (
+                f"Already released by {self._person(by or 'someone', True, team)}; nothing changed."
+            )
+        return self._already(request.status.value, by, team=team)
 
-    def _person(self, name: str, mention: bool) -> str:
-        if mention and (user_id := self.people.known_id(name)):
-            return f"<@{user_id}>"
+    def _person(self, name: str, mention: bool, team: str | None = None) -> str:
+        """``name`` as an @mention where their Slack id is of workspace ``team`` (or names
+        none), else as text."""
+        if mention and (person_id := self.people.known_id(name)):
+            their_team, user_id = split_target(person_id)
+            if not (their_team and team and their_team != team):
+                return f"<@{user_id}>"
         return truncate(name, 100, Flavor.MRKDWN if mention else Flavor.PLAIN)
 
     def _tell(self, click: Click, text: str | None, *, decided: bool = False) -> None:
@@ -314,7 +304,7 @@ class Interactions:
         Home tab has no ``response_url``: its tab is published again, with ``text`` on top."""
         if click.in_home and self.home is not None:
             if text is not None or decided:
-                self.home.refresh(click.user_id, text)
+                self.home.refresh(self.api.member(click.team_id, click.user_id), text)
             return
         if text is None:
             return

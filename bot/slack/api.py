@@ -11,6 +11,9 @@ Every call goes through ``SlackApi`` so that:
   outside its Marketplace one such request a minute, so everything Signoff needs to know about
   its messages is in its own database;
 * ``slack.apiBaseUrl`` points every call at Slack or at a local fake;
+* each call carries the bot token of the workspace it is for (``Workspaces.token_for``): a
+  ``channel`` may name its workspace (``T0123/C0456``, as ``slack:T0123/C0456`` addresses do);
+  one without is the default workspace's. ``views.open`` takes the clicker's ``team``;
 * the proxy is the one curl's ``NO_PROXY`` rules choose for each URL (``engine.domain.proxies``,
   the environment read once at start): slack_sdk reads ``HTTPS_PROXY`` itself and ignores
   ``NO_PROXY``, and the session's middleware overrides what it picked, for the Web API and for
@@ -32,6 +35,7 @@ from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 from slack_sdk.webhook.async_client import AsyncWebhookClient
 
+from bot.slack.installs import Workspaces, split_target
 from engine.assembly import http_session
 from engine.config.channels import SlackConfig
 from engine.domain.proxies import ProxySettings
@@ -80,11 +84,36 @@ def error_code(exc: SlackApiError) -> str:
 class SlackApi:
     """The Web API calls Signoff makes, on one shared session."""
 
-    def __init__(self, config: SlackConfig, proxies: ProxySettings | None = None) -> None:
+    def __init__(
+        self,
+        config: SlackConfig,
+        proxies: ProxySettings | None = None,
+        workspaces: Workspaces | None = None,
+    ) -> None:
         self.config = config
         self.proxies = proxies or ProxySettings()
+        self.workspaces = workspaces  # None: every call with ``slack.botToken``
         self._session: aiohttp.ClientSession | None = None
         self._client: AsyncWebClient | None = None
+
+    async def _auth(self, target: str) -> tuple[dict[str, Any], str]:
+        """(the ``token`` argument for the workspace of ``target``, its channel id). Raises
+        ``NotInstalled`` (a ``SlackApiError``) when no workspace's token applies."""
+        named, channel = split_target(target)
+        return await self.auth_for(named), channel
+
+    def member(self, team: str | None, user_id: str) -> str:
+        """How Signoff names Slack user ``user_id`` of workspace ``team``: ``T0123/U0456`` when
+        installed through OAuth (several workspaces may be), else the bare ``U0456``."""
+        return f"{team}/{user_id}" if team and self.workspaces is not None else user_id
+
+    async def auth_for(self, team: str | None) -> dict[str, Any]:
+        """The ``token`` argument of a Web API call made in workspace ``team`` (None: the
+        default one), for ``self.client``'s methods: ``{}`` with ``slack.botToken``, whose
+        client carries it already. Raises ``NotInstalled`` (a ``SlackApiError``)."""
+        if self.workspaces is None:
+            return {}
+        return {"token": await self.workspaces.token_for(team)}
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -122,7 +151,9 @@ class SlackApi:
         dedupe_key: str,
     ) -> str:
         """``chat.postMessage`` with our dedupe key in the message metadata; returns its ts."""
+        auth, channel = await self._auth(channel)
         response = await self.client.chat_postMessage(
+            **auth,
             channel=channel,
             text=message["text"],
             blocks=message.get("blocks"),
@@ -135,41 +166,53 @@ class SlackApi:
 
     async def update(self, channel: str, ts: str, message: Mapping[str, Any]) -> None:
         """``chat.update`` of a message we posted (Slack allows only the poster's token)."""
+        auth, channel = await self._auth(channel)
         await self.client.chat_update(
-            channel=channel, ts=ts, text=message["text"], blocks=message.get("blocks")
+            **auth, channel=channel, ts=ts, text=message["text"], blocks=message.get("blocks")
         )
 
-    async def open_dm(self, user_id: str) -> str:
-        """The channel id of the bot's direct message with ``user_id`` (``conversations.open``,
-        scope ``im:write``; Slack answers the same IM each time)."""
-        response = await self.client.conversations_open(users=user_id)
+    async def open_dm(self, user_id: str, *, team: str | None = None) -> str:
+        """The channel id of the bot's direct message with ``user_id`` of workspace ``team``
+        (``conversations.open``, scope ``im:write``; Slack answers the same IM each time)."""
+        auth = await self.auth_for(team)
+        response = await self.client.conversations_open(**auth, users=user_id)
         return str((response.get("channel") or {})["id"])
 
     async def tell(self, channel: str, user_id: str, text: str) -> None:
         """An ephemeral message to ``user_id`` in ``channel`` (``chat.postEphemeral``): only
         they see it, and only while they are a member there."""
-        await self.client.chat_postEphemeral(channel=channel, user=user_id, text=text)
+        auth, channel = await self._auth(channel)
+        await self.client.chat_postEphemeral(**auth, channel=channel, user=user_id, text=text)
 
     async def permalink(self, channel: str, ts: str) -> str | None:
         try:
-            response = await self.client.chat_getPermalink(channel=channel, message_ts=ts)
+            auth, channel = await self._auth(channel)
+            response = await self.client.chat_getPermalink(**auth, channel=channel, message_ts=ts)
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             log.warning("chat.getPermalink %s %s failed: %s", channel, ts, exc)
             return None
         link = response.get("permalink")
         return str(link) if link else None
 
-    async def open_view(self, trigger_id: str, view: Mapping[str, Any]) -> None:
-        await self.client.views_open(trigger_id=trigger_id, view=dict(view))
+    async def open_view(
+        self, trigger_id: str, view: Mapping[str, Any], *, team: str | None = None
+    ) -> None:
+        """``views.open`` in the clicker's workspace ``team`` (None: the default one)."""
+        auth = await self.auth_for(team)
+        await self.client.views_open(**auth, trigger_id=trigger_id, view=dict(view))
 
-    async def publish_home(self, user_id: str, view: Mapping[str, Any]) -> None:
-        """``views.publish``: ``view`` becomes ``user_id``'s Home tab."""
-        await self.client.views_publish(user_id=user_id, view=dict(view))
+    async def publish_home(self, user: str, view: Mapping[str, Any]) -> None:
+        """``views.publish``: ``view`` becomes the Home tab of ``user`` (``U0123``, or
+        ``T0123/U0123`` for a member of workspace T0123)."""
+        auth, user_id = await self._auth(user)
+        await self.client.views_publish(**auth, user_id=user_id, view=dict(view))
 
     async def user_by_email(self, email: str) -> dict[str, Any] | None:
-        """``users.lookupByEmail``: the member with that address; None when nobody has it."""
+        """``users.lookupByEmail`` in the default workspace: the member with that address;
+        None when nobody has it."""
+        auth = await self.auth_for(None)
         try:
-            response = await self.client.users_lookupByEmail(email=email)
+            response = await self.client.users_lookupByEmail(**auth, email=email)
         except SlackApiError as exc:
             if error_code(exc) == "users_not_found":
                 return None
@@ -177,17 +220,18 @@ class SlackApi:
         user = response.get("user")
         return user if isinstance(user, dict) else None
 
-    async def user_info(self, user_id: str) -> dict[str, Any] | None:
-        """``users.info`` (its ``profile.email`` needs ``users:read.email``); None: no such
-        user."""
+    async def user_info(self, user: str) -> dict[str, Any] | None:
+        """``users.info`` of ``user`` (``U0123`` or ``T0123/U0123``; its ``profile.email``
+        needs ``users:read.email``); None: no such user."""
+        auth, user_id = await self._auth(user)
         try:
-            response = await self.client.users_info(user=user_id)
+            response = await self.client.users_info(**auth, user=user_id)
         except SlackApiError as exc:
             if error_code(exc) == "user_not_found":
                 return None
             raise
-        user = response.get("user")
-        return user if isinstance(user, dict) else None
+        found = response.get("user")
+        return found if isinstance(found, dict) else None
 
     async def respond(self, response_url: str, text: str, *, in_channel: bool = False) -> None:
         """Answer an interaction through its ``response_url`` (ephemeral unless ``in_channel``),

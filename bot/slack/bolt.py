@@ -19,6 +19,12 @@ Choices, and why:
   whatever listener is added, in whatever order, a real handler always wins over it. An
   unsigned request never gets this far (401), and over Socket Mode bolt leaves an envelope it
   answered with 404 unacknowledged, so Slack would resend it, the same way.
+* Installed through OAuth (``slack.clientId``), it is ``InstalledAuthorize``: the workspace's
+  bot from the sealed installation store, still without ``auth.test``; a workspace not (or no
+  longer) installed gets bolt's refusal and no listener runs. bolt's OAuth flow
+  (``bot/slack/oauth.py``) serves the install pages, and its token revocation listeners
+  delete a workspace's installation on ``app_uninstalled`` and its bot token on
+  ``tokens_revoked``.
 * The Web API client bolt keeps is never used for our calls; ``SlackApi`` makes them all.
   bolt also reads ``SLACK_BOT_TOKEN`` from the environment on its own, and with a ``client``
   given it then warns at every start that the token will be unused: that one line is
@@ -28,6 +34,7 @@ Choices, and why:
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
@@ -40,6 +47,8 @@ from bot.slack.api import SlackApi
 from bot.slack.background import Background
 from bot.slack.commands import Commands
 from bot.slack.home import HomeTabs
+from bot.slack.installs import InstalledAuthorize
+from bot.slack.oauth import oauth_flow
 from bot.slack.once import ActOnce
 from bot.slack.people import SlackPeople
 from engine.assembly import Engine
@@ -57,6 +66,20 @@ class _NoTokenWarning(logging.Filter):
 log.addFilter(_NoTokenWarning())
 
 
+async def _token_gone(event: dict[str, Any]) -> None:
+    log.error(
+        "Slack sent %s: slack.botToken no longer works; install the app again and set the new "
+        "token",
+        event.get("type"),
+    )
+
+
+NOT_INSTALLED = (
+    "Signoff is not installed in this Slack workspace (or was removed from it), so nothing "
+    "happened. An admin can install it again."
+)
+
+
 def build_bolt_app(
     engine: Engine,
     api: SlackApi,
@@ -68,7 +91,10 @@ def build_bolt_app(
 
     async def authorize(
         enterprise_id: str | None, team_id: str | None, user_id: str | None
-    ) -> AuthorizeResult:
+    ) -> AuthorizeResult | None:
+        if not config.allows(team_id):
+            log.warning("a signed Slack request from %s, which is not in slack.teams", team_id)
+            return None
         return AuthorizeResult(
             enterprise_id=enterprise_id,
             team_id=team_id,
@@ -79,15 +105,43 @@ def build_bolt_app(
     client = AsyncWebClient(base_url=config.api_base_url, retry_handlers=[])
     # slack_sdk took HTTPS_PROXY from the environment, NO_PROXY unread: curl's rules instead.
     client.proxy = engine.config.proxies.proxy_for(config.api_base_url)
-    app = AsyncApp(
-        name="signoff",
-        logger=log,
-        signing_secret=config.signing_secret,
-        authorize=authorize,
-        client=client,
-        process_before_response=True,
-        raise_error_for_unhandled_request=True,
-    )
+    store = api.workspaces.store if api.workspaces is not None else None
+    if store is None:
+        app = AsyncApp(
+            name="signoff",
+            logger=log,
+            signing_secret=config.signing_secret,
+            authorize=authorize,  # type: ignore[arg-type]  # None: not authorized
+            user_facing_authorize_error_message=NOT_INSTALLED,
+            client=client,
+            process_before_response=True,
+            raise_error_for_unhandled_request=True,
+        )
+        # The manifest subscribes to these for OAuth installs; here they leave a log line.
+        app.event("app_uninstalled")(_token_gone)
+        app.event("tokens_revoked")(_token_gone)
+    else:
+        # bolt takes an ``AsyncAuthorize`` instance as it is; its annotation names only functions.
+        app = AsyncApp(
+            name="signoff",
+            logger=log,
+            signing_secret=config.signing_secret,
+            authorize=InstalledAuthorize(store, config.allows),  # type: ignore[arg-type]
+            oauth_flow=oauth_flow(
+                client,
+                config.client_id,
+                config.client_secret,
+                config.scopes,
+                config.teams,
+                engine.config.server.public_url,
+                store,
+            ),
+            user_facing_authorize_error_message=NOT_INSTALLED,
+            client=client,
+            process_before_response=True,
+            raise_error_for_unhandled_request=True,
+        )
+        app.enable_token_revocation_listeners()
     app.error(acknowledge_unhandled)
     app.use(ActOnce(engine.replays))  # after bolt's verification, before any listener
     people = people or SlackPeople(engine, api)

@@ -68,8 +68,9 @@ class Commands:
         if verb == "help":
             await _answer(ack, HELP)
             return
+        team = str(command.get("team_id") or "") or None
         try:
-            person = await self.people.person_for(str(command.get("user_id", "")))
+            person = await self.people.person_for(str(command.get("user_id", "")), team)
         except LookupUnavailable:
             await _answer(ack, "Signoff couldn't ask Slack who you are just now. Try again.")
             return

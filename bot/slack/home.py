@@ -32,9 +32,9 @@ import aiohttp
 from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_sdk.errors import SlackApiError
 
-from bot.slack.actions import Click
 from bot.slack.api import SlackApi, error_code, retry_after_seconds
 from bot.slack.background import Background
+from bot.slack.click import Click
 from bot.slack.people import LookupUnavailable, SlackPeople
 from bot.slack.render import SlackMessages
 from cards.render import CardTooLarge
@@ -81,9 +81,10 @@ class HomeTabs:
 
     # -- events and clicks ---------------------------------------------------------------------
 
-    async def opened(self, event: dict[str, Any]) -> None:
+    async def opened(self, event: dict[str, Any], body: dict[str, Any]) -> None:
         """``app_home_opened`` (also sent for the Messages tab, which has nothing to publish)."""
-        user_id = str(event.get("user") or "")
+        user = str(event.get("user") or "")
+        user_id = self.api.member(body.get("team_id"), user) if user else ""
         if event.get("tab") == "home" and user_id:
             _remember(self._opened, user_id, None)
             self.refresh(user_id)
@@ -98,8 +99,9 @@ class HomeTabs:
         await ack()
         click = Click.of(body)
         if click.value.isdigit() and len(click.value) <= 3:
-            _remember(self._pages, click.user_id, int(click.value))
-            self.refresh(click.user_id)
+            member = self.api.member(click.team_id, click.user_id)
+            _remember(self._pages, member, int(click.value))
+            self.refresh(member)
 
     async def arguments_clicked(self, ack: AsyncAck, body: dict[str, Any]) -> None:
         await ack()
@@ -254,22 +256,23 @@ class HomeTabs:
 
     async def _open_arguments(self, click: Click) -> None:
         """The dialog with a request's exact arguments, for someone who may see them."""
+        member = self.api.member(click.team_id, click.user_id)
         try:
-            person = await self.people.person_for(click.user_id)
+            person = await self.people.person_for(member)
         except LookupUnavailable:
-            self.refresh(click.user_id, LOOKUP_FAILED)
+            self.refresh(member, LOOKUP_FAILED)
             return
         who = self.engine.principal_for_person(person.name) if person is not None else None
         try:
             request = await self.engine.queries.get_takeover(click.value)
         except NotFound:
-            self.refresh(click.user_id, "That request no longer exists.")
+            self.refresh(member, "That request no longer exists.")
             return
         except SignoffError:
-            self.refresh(click.user_id, "Signoff couldn't read that request just now.")
+            self.refresh(member, "Signoff couldn't read that request just now.")
             return
         if not self.engine.approvals.may_see(request, who):
-            self.refresh(click.user_id, "Only the request's approvers may see its arguments.")
+            self.refresh(member, "Only the request's approvers may see its arguments.")
             return
         try:
             dialog = await asyncio.to_thread(
@@ -277,7 +280,7 @@ class HomeTabs:
             )
             if not click.trigger_id:
                 raise ValueError("the click carried no trigger_id")
-            await self.api.open_view(click.trigger_id, dialog)
+            await self.api.open_view(click.trigger_id, dialog, team=click.workspace)
         except SlackApiError as exc:
             why = error_code(exc)
         except (aiohttp.ClientError, TimeoutError, ValueError, CardTooLarge) as exc:
@@ -286,7 +289,7 @@ class HomeTabs:
             return
         log.warning("the arguments dialog of %s did not open: %s", request.id, why)
         self.refresh(
-            click.user_id,
+            member,
             "Slack didn't open the arguments in time. Click Show arguments again, or open "
             "the approval page.",
         )

@@ -37,6 +37,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 
 from bot.slack.api import SlackApi, error_code
+from bot.slack.installs import Workspaces, split_target
 from engine.assembly import Engine
 from engine.config import Person
 
@@ -59,6 +60,7 @@ class SlackPeople:
     def __init__(self, engine: Engine, api: SlackApi) -> None:
         self.engine = engine
         self.api = api
+        self.workspaces = api.workspaces or Workspaces(lambda: engine.config)
         self._ids: dict[str, tuple[str | None, datetime]] = {}  # email -> (user id, until)
         self._emails: dict[str, tuple[str | None, datetime]] = {}  # user id -> (email, until)
 
@@ -99,15 +101,19 @@ class SlackPeople:
 
     # -- Slack id -> person --------------------------------------------------------------------
 
-    async def person_for(self, user_id: str) -> Person | None:
-        """The person a Slack member is in ``people:`` (module docstring); None: nobody.
-        Raises ``LookupUnavailable`` when Slack did not answer."""
+    async def person_for(self, user_id: str, team: str | None = None) -> Person | None:
+        """The person Slack member ``user_id`` of workspace ``team`` is in ``people:`` (module
+        docstring); None: nobody. Raises ``LookupUnavailable`` when Slack did not answer."""
+        if team is None:  # a member as Signoff names them (``SlackApi.member``): T0123/U0456
+            team, user_id = split_target(user_id)
         if not user_id:
             return None
         config = self.engine.config
-        named = config.person_by(FIELD, user_id)
+        named = await self.workspaces.person(team, user_id)
         if named is not None:
             return named
+        if not await self.workspaces.is_default(team):
+            return None  # emails are looked up in the default workspace only
         unnamed = [p for p in config.people.values() if p.email and not p.ids.get(FIELD)]
         if not unnamed:
             return None  # no call to Slack when nobody could be found by email
@@ -193,11 +199,12 @@ class DirectMessages:
 
     def __init__(self, api: SlackApi) -> None:
         self.api = api
-        self._channels: dict[str, str] = {}  # Slack user id -> IM channel id
+        self._channels: dict[tuple[str | None, str], str] = {}  # (team, user) -> IM channel id
 
-    async def channel(self, user_id: str) -> str:
-        found = self._channels.get(user_id)
+    async def channel(self, user_id: str, team: str | None = None) -> str:
+        """The IM channel of ``user_id`` of workspace ``team`` (None: the default one)."""
+        found = self._channels.get((team, user_id))
         if found is None:
-            found = await self.api.open_dm(user_id)
-            self._channels[user_id] = found
+            found = await self.api.open_dm(user_id, team=team)
+            self._channels[(team, user_id)] = found
         return found

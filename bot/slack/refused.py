@@ -25,6 +25,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 
 from bot.slack.api import SlackApi
+from bot.slack.installs import split_target
 from engine.assembly import Engine
 from engine.domain.model import ChatMessageRef, TakeoverRequest, TakeoverStatus
 
@@ -106,7 +107,8 @@ class RefusedUpdates:
                 where = await self.target(own)
                 copy = _copy_name(card.channel)
         try:
-            await self.api.tell(where, user_id, refusal_text(request, code, copy))
+            user = split_target(user_id)[1]  # tell() takes the workspace from where
+            await self.api.tell(where, user, refusal_text(request, code, copy))
         except (SlackApiError, aiohttp.ClientError, TimeoutError) as exc:
             log.warning("could not tell %s that the card was not updated: %s", person, exc)
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from bot.api.views import approval_url
+from bot.slack.installs import split_target
 from cards.notice_fields import (
     REQUEST_NOTICES,
     confidence_fields,
@@ -73,12 +74,18 @@ class SlackMessages:
         self.engine = engine
         self.people = people
 
-    def mention(self, person: str) -> str:
-        """A person's Slack user id (rendered as a mention), else their name as text."""
-        if self.people is not None:
-            return self.people.known_id(person) or person
+    def mention(self, person: str, team: str | None = None) -> str:
+        """A person's Slack user id (rendered as a mention), else their name as text: also
+        when their id is of another workspace than ``team``, the message's, where the same
+        user id would mention somebody else. An id found by email counts (``known_id``)."""
         found = self.engine.config.people.get(person)
-        return (found.ids.get("slack") if found is not None else None) or person
+        person_id = found.ids.get("slack") if found is not None else None
+        if not person_id and self.people is not None:
+            person_id = self.people.known_id(person)
+        if not person_id:
+            return person
+        their_team, user_id = split_target(person_id)
+        return person if their_team and team and their_team != team else user_id
 
     async def view(self, request: TakeoverRequest, run: Run | None = None) -> ApprovalView:
         if run is None or run.id != request.run_id:
@@ -112,16 +119,17 @@ class SlackMessages:
             return None
         request = await self.engine.queries.get_takeover(request_id)
         kind = NoticeKind(kind)
+        team = split_target(record.channel.partition(":")[2])[0]
         data = request_notice_fields(
-            kind, request, await self.view(request), payload, self.mentions
+            kind, request, await self.view(request), payload, lambda p: self.mentions(p, team)
         )
         rendered = _notice(kind, data)
         if kind == NoticeKind.DECISION:
             return Rendered(rendered.message, {**rendered.data, "status": data["status"]})
         return rendered
 
-    def mentions(self, people: Iterable[str]) -> list[Mention]:
-        return [self.mention(p) for p in people]
+    def mentions(self, people: Iterable[str], team: str | None = None) -> list[Mention]:
+        return [self.mention(p, team) for p in people]
 
     def _step_result(self, payload: dict[str, Any]) -> Rendered:
         return _notice(NoticeKind.STEP_RESULT, step_result_fields(payload))

@@ -54,6 +54,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError
 
 from bot.slack.api import SlackApi, error_code, retry_after_seconds
+from bot.slack.installs import NotInstalled, split_target
 from bot.slack.people import DirectMessages, LookupUnavailable, SlackPeople
 from bot.slack.refused import UPDATE_REFUSED, RefusedUpdates
 from bot.slack.render import REPOSTED_CARD, REPOSTED_NOTICE, SlackMessages, reposted
@@ -98,7 +99,8 @@ DIRECT = "@"  # slack:@<person>: that person's direct message with the bot
 
 
 class SlackSink:
-    """The ``slack`` platform of the outbox: channels ``slack:<channel id>`` and
+    """The ``slack`` platform of the outbox: channels ``slack:<channel id>`` (or
+    ``slack:<team id>/<channel id>``: ``SlackApi`` calls with that workspace's token) and
     ``slack:@<person>`` (their direct message with the bot)."""
 
     def __init__(
@@ -137,7 +139,9 @@ class SlackSink:
                 "message can reach them",
                 permanent=True,
             )
-        return await self.direct.channel(user_id)
+        team, user = split_target(user_id)
+        im = await self.direct.channel(user, team)
+        return f"{team}/{im}" if team else im
 
     async def _slack_id(self, person: str) -> str | None:
         """``person``'s Slack user id: through ``SlackPeople`` (their ``slack:`` id, else their
@@ -182,6 +186,8 @@ class SlackSink:
             raise DeliveryError(exc.message) from exc
 
     def _failure(self, channel: str, exc: SlackApiError) -> DeliveryError:
+        if isinstance(exc, NotInstalled):  # no workspace's token for it: no retry will find one
+            return DeliveryError(exc.reason, permanent=True)
         retry_after = retry_after_seconds(exc)
         if retry_after is not None:
             until = asyncio.get_running_loop().time() + retry_after
@@ -273,7 +279,7 @@ class SlackSink:
         root, origin = None, "card"
         if cards:  # stopped between storing the card and the thread
             root = str(cards[0].data.get("threadTs") or cards[0].message_ref)
-        elif isinstance(source, dict) and source.get("channel") == target:
+        elif isinstance(source, dict) and source.get("channel") == split_target(target)[1]:
             thread_ts = source.get("thread_ts")
             origin = "input"
             root = thread_ts if isinstance(thread_ts, str) and thread_ts else None

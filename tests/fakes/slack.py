@@ -46,6 +46,19 @@ Messages are kept per channel with their metadata. Interaction responses (``resp
 are served at ``/response/<id>`` and recorded in ``responses``; ephemeral messages in
 ``ephemerals``.
 
+Workspaces and OAuth installs (``bot/slack/oauth.py``). ``token`` is the bot token of workspace
+``team``; ``app(client_id, client_secret)`` registers an app, ``approve(team, ...)`` is a person
+clicking "Allow" on Slack's authorize page (it returns the code Slack sends back), and
+``oauth.v2.access`` exchanges it as Slack does: the client id and secret by HTTP Basic auth
+(a wrong one: ``invalid_client_id`` / ``bad_client_secret``), a code this fake did not issue or
+one used before: ``invalid_code``, one older than 10 minutes on the fake's clock:
+``code_expired``, a ``redirect_uri`` unlike the authorize step's: ``bad_redirect_uri``. Each
+exchange issues a new bot token for that workspace. ``uninstall(team)`` revokes its tokens
+(``token_revoked`` from then on). A channel belongs to one workspace (``add_channel``): another
+workspace's token gets ``channel_not_found`` there, and ``chat.update`` of a message another
+workspace's bot posted gets ``cant_update_message``. Every call records the bearer token it
+carried (``Call.token``).
+
     async with FakeSlack(rate=50) as slack:
         # slack: {botToken: <slack.token>, signingSecret: ..., apiBaseUrl: <slack.api_url>}
 """
@@ -53,6 +66,8 @@ are served at ``/response/<id>`` and recorded in ``responses``; ephemeral messag
 from __future__ import annotations
 
 import asyncio
+import base64
+import hmac
 import itertools
 import json
 import math
@@ -77,6 +92,7 @@ VIEW_MAX_METADATA = 3000
 VIEW_MAX_CALLBACK_ID = 255
 TRIGGER_SECONDS = 3.0  # a trigger_id is good for 3 s, and once
 HISTORY_WINDOW = 60.0  # conversations.history / replies: 1 request a minute (non-Marketplace)
+CODE_SECONDS = 600.0  # an OAuth code is good for 10 minutes, and once
 RESPONSE_URL_USES = 5  # a response_url takes 5 answers (in 30 minutes)
 # Slack's rate tiers (https://docs.slack.dev/apis/web-api/rate-limits), calls per minute, and
 # the tier of each method the fake enforces one for (each method's reference page names it).
@@ -101,6 +117,7 @@ class Message:
     thread_ts: str | None
     metadata: dict[str, Any] | None
     updates: int = 0
+    team: str | None = None  # the workspace of the bot that posted it
 
     @property
     def dedupe(self) -> str | None:
@@ -124,6 +141,20 @@ class Call:
     at: float  # loop time when received
     status: int = 200
     error: str | None = None
+    token: str | None = None  # the bearer token it carried
+
+
+@dataclass
+class Grant:
+    """A code Slack sent back to the redirect URL after someone allowed the install."""
+
+    client_id: str
+    team: str
+    team_name: str
+    user: str
+    scopes: tuple[str, ...]
+    redirect_uri: str | None
+    issued: float  # the fake's clock
 
 
 @dataclass
@@ -137,6 +168,7 @@ class Response:
 @dataclass
 class FakeSlack:
     token: str = "xoxb-fake-token"
+    team: str = "T0FAKE"  # the workspace of ``token``
     rate: int | None = None  # chat.postMessage per channel per window; None: no limit
     window: float = 1.0  # seconds; a test that must reach the limit on a slow machine widens it
     retry_after: int = 1  # seconds, as Slack sends them
@@ -174,6 +206,12 @@ class FakeSlack:
         self._response_uses: Counter[str] = Counter()
         self._history_at: dict[str, float] = {}  # method -> when last answered (fake clock)
         self._tier_calls: dict[str, deque[float]] = defaultdict(deque)  # method -> fake times
+        self.tokens: dict[str, str] = {self.token: self.team}  # bot token -> its workspace
+        self.revoked: set[str] = set()
+        self.channel_teams: dict[str, str] = {}  # channel -> workspace, where one was set
+        self.apps: dict[str, str] = {}  # client id -> client secret
+        self.grants: dict[str, Grant] = {}  # code -> what it grants
+        self._used_codes: set[str] = set()
 
     # -- setup ---------------------------------------------------------------------------------
 
@@ -221,6 +259,34 @@ class FakeSlack:
         }
         self.users[user_id] = user
         return user
+
+    def add_channel(self, team: str, channel: str) -> None:
+        """``channel`` is a channel of workspace ``team`` (other workspaces cannot see it)."""
+        self.channel_teams[channel] = team
+
+    def app(self, client_id: str, client_secret: str) -> None:
+        self.apps[client_id] = client_secret
+
+    def approve(
+        self,
+        client_id: str,
+        team: str,
+        *,
+        team_name: str = "",
+        user: str = "U0INSTALL",
+        scopes: tuple[str, ...] = ("chat:write", "commands"),
+        redirect_uri: str | None = None,
+    ) -> str:
+        """Someone of ``team`` clicked "Allow" on the authorize page: the code for the redirect."""
+        code = f"{len(self.grants) + 1}.{team}.{int(self.now() * 1000)}"
+        self.grants[code] = Grant(
+            client_id, team, team_name or team, user, scopes, redirect_uri, self.now()
+        )
+        return code
+
+    def uninstall(self, team: str) -> None:
+        """Workspace ``team`` removed the app: every token of it is revoked."""
+        self.revoked |= {t for t, owner in self.tokens.items() if owner == team}
 
     def fail_next(self, method: str, error: str, status: int = 200) -> None:
         """The next call of ``method`` answers ``{ok: false, error}`` with HTTP ``status``."""
@@ -313,7 +379,13 @@ class FakeSlack:
                 args.update(dict(await request.post()))
         call = Call(method, args, asyncio.get_running_loop().time())
         self.calls.append(call)
-        if request.headers.get("Authorization") != f"Bearer {self.token}":
+        if method == "oauth.v2.access":  # authenticated by the app's client id and secret
+            return await self._oauth_access(call, request.headers.get("Authorization", ""))
+        auth = request.headers.get("Authorization", "")
+        call.token = auth.removeprefix("Bearer ") if auth.startswith("Bearer ") else None
+        if call.token in self.revoked:
+            return self._error(call, "token_revoked")
+        if call.token not in self.tokens:
             return self._error(call, "invalid_auth")
         if self._raw[method]:
             status, text, content_type = self._raw[method].popleft()
@@ -377,16 +449,61 @@ class FakeSlack:
         )
 
     async def _auth_test(self, call: Call) -> web.Response:
+        team = self.tokens[str(call.token)]
+        bot = "SIGNOFF" if team == self.team else team[1:]
         return web.json_response(
-            {"ok": True, "team_id": "T0FAKE", "user_id": "U0SIGNOFF", "bot_id": "B0SIGNOFF"}
+            {"ok": True, "team_id": team, "user_id": f"U0{bot}", "bot_id": f"B0{bot}"}
+        )
+
+    async def _oauth_access(self, call: Call, authorization: str) -> web.Response:
+        """``oauth.v2.access`` (https://docs.slack.dev/reference/methods/oauth.v2.access)."""
+        client_id, client_secret = call.args.get("client_id"), call.args.get("client_secret")
+        if authorization.startswith("Basic "):
+            try:
+                decoded = base64.b64decode(authorization[6:]).decode()
+            except (ValueError, UnicodeDecodeError):
+                return self._error(call, "invalid_client_id")
+            client_id, _, client_secret = decoded.partition(":")
+        if client_id not in self.apps:
+            return self._error(call, "invalid_client_id")
+        if not hmac.compare_digest(str(client_secret or ""), self.apps[str(client_id)]):
+            return self._error(call, "bad_client_secret")
+        code = str(call.args.get("code") or "")
+        grant = self.grants.get(code)
+        if grant is None or code in self._used_codes or grant.client_id != client_id:
+            return self._error(call, "invalid_code")
+        self._used_codes.add(code)  # a code is good once, even when the exchange fails later
+        if self.now() - grant.issued > CODE_SECONDS:
+            return self._error(call, "code_expired")
+        if grant.redirect_uri is not None and call.args.get("redirect_uri") != grant.redirect_uri:
+            return self._error(call, "bad_redirect_uri")
+        token = f"xoxb-{grant.team}-{len(self.tokens)}-{code.split('.')[0]}"
+        self.tokens[token] = grant.team
+        return web.json_response(
+            {
+                "ok": True,
+                "access_token": token,
+                "token_type": "bot",
+                "scope": ",".join(grant.scopes),
+                "bot_user_id": f"U0{grant.team[1:]}",
+                "app_id": "A0SIGNOFF",
+                "team": {"name": grant.team_name, "id": grant.team},
+                "enterprise": None,
+                "is_enterprise_install": False,
+                "authed_user": {"id": grant.user},
+            }
         )
 
     def _channel_problem(self, call: Call) -> web.Response | None:
-        """Unknown channels, and any call into a channel that was told to wait."""
+        """Unknown channels (another workspace's too), and any call into a channel that was
+        told to wait."""
         channel = call.args.get("channel")
         if not channel or channel in self.missing_channels:
             return self._error(call, "channel_not_found")
         if channel.startswith("D") and channel not in self.ims.values():
+            return self._error(call, "channel_not_found")
+        owner = self.channel_teams.get(channel)
+        if owner is not None and owner != self.tokens.get(str(call.token)):
             return self._error(call, "channel_not_found")
         now = asyncio.get_running_loop().time()
         blocked = self._blocked_until.get(channel)
@@ -456,6 +573,7 @@ class FakeSlack:
             blocks=blocks,
             thread_ts=call.args.get("thread_ts") or None,
             metadata=metadata,
+            team=self.tokens.get(str(call.token)),
         )
         self.messages[channel].append(message)
         if self.post_delay:
@@ -473,6 +591,8 @@ class FakeSlack:
         message = self.find(call.args["channel"], str(call.args.get("ts")))
         if message is None:
             return self._error(call, "message_not_found")
+        if message.team != self.tokens.get(str(call.token)):  # only the poster may update it
+            return self._error(call, "cant_update_message")
         blocks, problem = self._blocks(call)
         if problem is not None:
             return problem
@@ -505,7 +625,9 @@ class FakeSlack:
         users = str(call.args.get("users") or "")
         if not re.fullmatch(r"[UW][A-Z0-9]{2,}", users):
             return self._error(call, "user_not_found")
+        team = self.tokens.get(str(call.token), self.team)
         channel = self.ims.setdefault(users, f"D{len(self.ims) + 1:08d}")
+        self.channel_teams.setdefault(channel, team)  # an IM is of the bot's workspace
         return web.json_response({"ok": True, "channel": {"id": channel}})
 
     async def _views_open(self, call: Call) -> web.Response:

@@ -1,4 +1,5 @@
-"""The migrations create exactly the schema of engine/adapters/store/tables.py, on SQLite and
+"""The migrations create exactly the schema of engine/adapters/store/tables.py, plus the tables
+slack_sdk's installation and OAuth state stores use (Slack installed through OAuth), on SQLite and
 PostgreSQL, and undo it completely."""
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from slack_sdk.oauth.installation_store.sqlalchemy import SQLAlchemyInstallationStore
+from slack_sdk.oauth.state_store.sqlalchemy import SQLAlchemyOAuthStateStore
 from sqlalchemy.engine import Connection
 
 from engine.adapters.store import SqlStore
@@ -25,9 +28,23 @@ from engine.adapters.store.migrate import (
     head_revision,
     upgrade_to_head,
 )
-from engine.adapters.store.tables import metadata
+from engine.adapters.store.tables import metadata as models
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _schema() -> sa.MetaData:
+    """The models' tables and slack_sdk's own definitions of its stores' tables (0004)."""
+    schema = sa.MetaData()
+    for table in models.tables.values():
+        table.to_metadata(schema)
+    SQLAlchemyInstallationStore.build_installations_table(schema, "slack_installations")
+    SQLAlchemyInstallationStore.build_bots_table(schema, "slack_bots")
+    SQLAlchemyOAuthStateStore.build_oauth_states_table(schema, "slack_oauth_states")
+    return schema
+
+
+metadata = _schema()
 
 
 def _diff_against(target: sa.MetaData) -> Callable[[Connection], list[Any]]:

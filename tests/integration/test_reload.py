@@ -23,15 +23,16 @@ from tests.support.engines import wait_status
 PEOPLE = """
 people:
   alice: {email: alice@example.com, slack: U0ALICE01}
-  bob: {email: bob@example.com}
+  bob: {email: bob@home.example.org}
   carol: {email: carol@example.com, slack: U0CAROL01}
 groups:
   finance: [alice, bob, carol]
 admins: [alice]
 """
-# bob's Slack id, copied into app.yaml by hand
+# bob's Slack id, copied into app.yaml by hand (his email there is not his Slack one, so
+# Signoff cannot find him by it)
 LINKED = PEOPLE.replace(
-    "bob: {email: bob@example.com}", "bob: {email: bob@example.com, slack: U0BOB0001}"
+    "bob: {email: bob@home.example.org}", "bob: {email: bob@home.example.org, slack: U0BOB0001}"
 )
 
 
@@ -53,7 +54,7 @@ async def test_a_person_added_by_reload_decides_from_slack_at_once(migrated_db_u
 
         # bob is an approver, but Signoff does not know his Slack id yet.
         _, key = await h.click(USERS["bob"], "signoff_grant", request_id)
-        assert await h.wait_told(key) == NOT_LINKED
+        assert await h.wait_told(key) == NOT_LINKED.format(user=USERS["bob"])
         assert (await h.engine.store.get_takeover(request_id)).status == TakeoverStatus.PENDING
 
         lines = await reloader.reload_text(text_of(h, LINKED))
@@ -89,7 +90,7 @@ async def test_an_invalid_file_changes_nothing_and_says_where(migrated_db_url: s
 
         _, request_id = await pending(h)
         _, key = await h.click(USERS["bob"], "signoff_grant", request_id)
-        assert await h.wait_told(key) == NOT_LINKED
+        assert await h.wait_told(key) == NOT_LINKED.format(user=USERS["bob"])
 
 
 async def test_sections_that_need_a_restart_are_reported_and_not_applied(
@@ -133,7 +134,7 @@ async def test_people_that_do_not_fit_the_running_workflows_are_refused(
         before = h.engine.config
         # bob leaves, and the new file's workflow no longer names him; but that workflow change
         # needs a restart, and the running one still names bob.
-        gone = PEOPLE.replace("  bob: {email: bob@example.com}\n", "").replace(
+        gone = PEOPLE.replace("  bob: {email: bob@home.example.org}\n", "").replace(
             "[alice, bob, carol]", "[alice, carol]"
         )
         lines = await reloader.reload_text(text_of(h, gone, FLOWS))

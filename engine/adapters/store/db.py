@@ -126,6 +126,13 @@ class Database:
             configure_sqlite(self._async_engine.sync_engine, through_driver=False)
         return self._async_engine
 
+    def writing_engine(self) -> AsyncEngine:
+        """``engine`` for a library that runs its own transactions here (slack_sdk's Slack
+        stores): on SQLite each of them begins IMMEDIATE, since they read and then write in one
+        transaction, and a deferred one cannot take the write lock once another connection has
+        written since its read (SQLITE_BUSY at once, whatever busy_timeout says)."""
+        return self.engine.execution_options(**{WRITE_OPTION: True})
+
     async def transact(
         self,
         work: Callable[[Connection], T] | Callable[[AsyncConnection], Awaitable[T]],

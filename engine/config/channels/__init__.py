@@ -97,17 +97,21 @@ CHANNEL_ADDRESSES: tuple[ChannelAddress, ...] = (
     # No target: the approval page, which every request has. Delivery skips every address
     # without a ":" (engine.domain.notify), so it gets no outbox message.
     ChannelAddress("web", None, "web"),
+    # ``slack:C0456``: a channel of the one workspace (botToken), or of the only one installed
+    # (OAuth); ``slack:T0123/C0456``: a channel of workspace T0123, when several are installed.
     ChannelAddress(
         "slack",
-        r"[CGD][A-Z0-9]{2,}",
+        r"(?:T[A-Z0-9]{2,}/)?[CGD][A-Z0-9]{2,}",
         "slack:<channel id>, slack:@<person or group>, slack:dm",
+        # The message names the common form; docs/slack.md tells the workspace form.
         bad_target=(
             "slack channel must be a channel id like C0123ABCD, @<person or group> or dm, "
             "got {target}"
         ),
         needs=(
             "Slack",
-            "slack.botToken and slack.signingSecret, or slack.appToken in Socket Mode",
+            "slack.botToken (or clientId and clientSecret) and slack.signingSecret, or "
+            "slack.appToken in Socket Mode",
         ),
         state=slack_state,
         people=("slack", "email"),  # a Slack user is found by id, or looked up by email
@@ -125,9 +129,11 @@ CHANNEL_ADDRESSES: tuple[ChannelAddress, ...] = (
 
 # The ``people:`` fields holding a person's id on a channel (``Person.ids``), in this order.
 PERSON_IDS: tuple[PersonId, ...] = (
+    # ``U012ABCDEF``: that user in the one workspace (botToken) or the only one installed;
+    # ``T0123ABCD/U012ABCDEF``: that user of workspace T0123ABCD, and of no other.
     PersonId(
         "slack",
-        re.compile(r"[UW][A-Z0-9]{2,}\Z"),
+        re.compile(r"(?:T[A-Z0-9]{2,}/)?[UW][A-Z0-9]{2,}\Z"),
         "must be a Slack user id like U012ABCDEF, got {value}",
     ),
     PersonId("teams"),  # the Azure AD object id

@@ -5,6 +5,7 @@ them through ``AppConfig.channel_sections``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -31,22 +32,41 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class SlackConfig:
-    """Over HTTP Slack signs each request with the signing secret. In Socket Mode
-    (``socket_mode``) Signoff opens a WebSocket to Slack with the app-level token
-    (``app_token``, ``xapp-...``) and takes everything through it: no HTTP endpoint is
-    mounted, so the signing secret is not needed. The bot token makes the Web API calls in
-    both."""
+    """Slack in one of two modes. One workspace: ``botToken``. Installed like a distributed app
+    in one or many workspaces (OAuth, ``/slack/install``): ``clientId`` + ``clientSecret``,
+    with the bot tokens kept in the database, encrypted with a key from ``server.secretKey``.
+    ``scopes`` (OAuth) defaults to the manifest's bot scopes. ``teams``, when set, are the only
+    workspaces that may install it or be answered.
+
+    Over HTTP Slack signs each request with the signing secret. In Socket Mode
+    (``socket_mode``, one workspace: ``botToken``) Signoff opens a WebSocket to Slack with the
+    app-level token (``app_token``, ``xapp-...``) and takes everything through it: no HTTP
+    endpoint is mounted, so the signing secret is not needed."""
 
     bot_token: str = ""
     signing_secret: str = ""
     api_base_url: str = "https://slack.com/api/"  # always ends with "/"
     socket_mode: bool = False
     app_token: str = ""
+    client_id: str = ""
+    client_secret: str = ""
+    scopes: tuple[str, ...] = ()  # empty: the bot scopes of bot/manifests/slack.yaml
+    teams: tuple[str, ...] = ()  # empty: any workspace
+
+    def allows(self, team: str | None) -> bool:
+        """Whether workspace ``team`` may install Signoff and be answered (``teams``)."""
+        return not self.teams or team in self.teams
+
+    @property
+    def oauth(self) -> bool:
+        """Installed through OAuth: tokens per workspace, from the database."""
+        return bool(self.client_id and self.client_secret and not self.bot_token)
 
     @property
     def enabled(self) -> bool:
-        inbound = self.app_token if self.socket_mode else self.signing_secret
-        return bool(self.bot_token and inbound)
+        if self.socket_mode:
+            return bool(self.bot_token and self.app_token)
+        return bool(self.signing_secret and (self.bot_token or self.oauth))
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,11 +111,32 @@ APP_TOKEN_PREFIX = "xapp-"  # Slack's app-level tokens, the only ones apps.conne
 
 
 def parse_slack(raw: Any, path: str, problems: list[str], server: ServerConfig) -> SlackConfig:
-    keys = ("botToken", "signingSecret", "apiBaseUrl", "socketMode", "appToken")
+    keys = (
+        "botToken",
+        "signingSecret",
+        "apiBaseUrl",
+        "socketMode",
+        "appToken",
+        "clientId",
+        "clientSecret",
+        "scopes",
+        "teams",
+    )
     s = Section(raw, path, problems, keys)
     api = s.url("apiBaseUrl", "https://slack.com/api/") or "https://slack.com/api/"
     socket_mode = bool(s.flag("socketMode", False))
     app_token = s.text("appToken", "") or ""
+    bot_token = s.text("botToken", "") or ""
+    client_id = s.text("clientId", "") or ""
+    client_secret = s.text("clientSecret", "") or ""
+    scopes = s.texts("scopes")
+    for i, scope in enumerate(scopes):
+        if not re.fullmatch(r"[a-z_.]+(:[a-z_.]+)*", scope):
+            problems.append(f"{s.at('scopes')}[{i}]: not a Slack scope like chat:write")
+    teams = s.texts("teams")
+    for i, team in enumerate(teams):
+        if not re.fullmatch(r"T[A-Z0-9]{2,}", team):
+            problems.append(f"{s.at('teams')}[{i}]: not a Slack workspace id like T0123ABCD")
     if app_token and not app_token.startswith(APP_TOKEN_PREFIX):
         s.error(
             "appToken",
@@ -109,12 +150,38 @@ def parse_slack(raw: Any, path: str, problems: list[str], server: ServerConfig) 
             "is required with slack.socketMode: true (an app-level token, xapp-..., with the "
             "connections:write scope; the signing secret is not needed then)",
         )
+    if socket_mode and client_id:
+        s.error(
+            "socketMode",
+            "serves the one workspace of slack.botToken; installing through OAuth "
+            "(slack.clientId) needs Signoff's public HTTPS URL for /slack/install: use one or "
+            "the other",
+        )
+    elif bot_token and client_id:
+        s.error(
+            "clientId",
+            "set together with slack.botToken: use botToken for one workspace, or clientId "
+            "and clientSecret to install through OAuth (/slack/install), not both",
+        )
+    elif bool(client_id) != bool(client_secret):
+        missing = "clientSecret" if client_id else "clientId"
+        s.error(missing, "required for the OAuth install (clientId and clientSecret go together)")
+    elif client_id and not server.secret_key:
+        # The bot tokens of installed workspaces are kept encrypted with a key derived from it.
+        problems.append(
+            "server.secretKey: required when Slack is installed through OAuth (slack.clientId): "
+            "the workspaces' bot tokens are stored encrypted with a key derived from it"
+        )
     return SlackConfig(
-        bot_token=s.text("botToken", "") or "",
+        bot_token=bot_token,
         signing_secret=s.text("signingSecret", "") or "",
         api_base_url=api if api.endswith("/") else api + "/",
         socket_mode=socket_mode,
         app_token=app_token,
+        client_id=client_id,
+        client_secret=client_secret,
+        scopes=scopes,
+        teams=teams,
     )
 
 
@@ -172,9 +239,13 @@ def parse_webhooks(
 
 def slack_state(config: SlackConfig) -> str:
     token, secret = config.bot_token, config.signing_secret
-    if not token and not secret and not config.socket_mode:
+    if not token and not secret and not config.socket_mode and not config.client_id:
         return "unset"
     problems = []
+    if config.oauth:
+        if len(secret) < 16:
+            return "invalid: signingSecret is too short"
+        return "set (OAuth: workspaces install at /slack/install)"
     if not token.startswith("xoxb-"):
         problems.append("botToken does not look like a bot token (xoxb-...)")
     if config.socket_mode:
@@ -204,7 +275,9 @@ def slack_warnings(config: SlackConfig) -> list[str]:
                 "slack.botToken: needed in Socket Mode too (it posts the cards); Slack is disabled"
             ]
         return []
-    if bool(config.bot_token) != bool(config.signing_secret):
+    if config.oauth and not config.signing_secret:
+        return ["slack: clientId/clientSecret need signingSecret too; Slack is disabled"]
+    if not config.oauth and bool(config.bot_token) != bool(config.signing_secret):
         return ["slack: botToken and signingSecret are both needed; Slack is disabled"]
     if config.app_token:
         return ["slack.appToken: used only with slack.socketMode: true; it is ignored"]
