@@ -159,6 +159,9 @@ SLACK_ENV = {
     "SLACK_BOT_TOKEN": "xoxb-docs-bot-token",
     "SLACK_SIGNING_SECRET": "0123456789abcdef0123456789abcdef",
     "SLACK_APP_TOKEN": "xapp-1-docs-app-token",
+    "SLACK_CLIENT_ID": "1234567890.0987654321",
+    "SLACK_CLIENT_SECRET": "docs-client-secret",
+    "SIGNOFF_SECRET_KEY": "docs-secret-key-docs-secret-key-0123",
 }
 
 
