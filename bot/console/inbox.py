@@ -1,5 +1,5 @@
 """The console's queue, live: the pending approvals the signed-in person may decide (their
-inbox, ``engine.domain.approvers.waits_for``), or every pending approval with ``show=all``, a
+inbox, ``Approvals.awaits``), or every pending approval with ``show=all``, a
 switch any signed-in approver or admin has (as the queue always showed them all), narrowed by
 workflow, channel and approver, oldest first, a page at a time.
 
@@ -27,7 +27,6 @@ from bot.console.streams import EventStream, stream
 from cards.view import build_view
 from engine.config.channels import CHANNEL_ADDRESSES
 from engine.domain.errors import SignoffError
-from engine.domain.inbox import waits_for
 from engine.domain.model import Principal
 from engine.domain.timeline import minutes_text
 from engine.services.approval_queue import QueueEntry, QueueFilter
@@ -75,7 +74,7 @@ async def read_queue(ctx: PageContext, request: web.Request, who: Principal) -> 
     found = await engine.queries.approval_queue(
         asked, limit=CONSOLE_PAGE, cursor=choice(request, "cursor")
     )
-    entries = [e for e in found.entries if everyone or waits_for(engine.config, e.request, who)]
+    entries = [e for e in found.entries if everyone or engine.approvals.awaits(e.request, who)]
     return Reading(where, everyone, entries, found.next_cursor, engine.clock.now())
 
 

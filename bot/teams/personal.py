@@ -130,12 +130,7 @@ class PersonalChat:
         page = await self.engine.queries.approval_queue(
             QueueFilter(approver=person.name), limit=MAX_PAGE, cursor=None
         )
-        mine = [
-            entry.request
-            for entry in page.entries
-            if self.engine.approvals.refusal(entry.request, who) is None
-            if person.name not in {vote.person for vote in entry.request.votes}  # quorum
-        ]
+        mine = [e.request for e in page.entries if self.engine.approvals.awaits(e.request, who)]
         return mine, page.next_cursor is not None
 
 

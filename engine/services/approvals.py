@@ -34,6 +34,7 @@ from engine.domain.call_workflow import is_call_workflow
 from engine.domain.decisions import Outcome
 from engine.domain.errors import Forbidden, InvalidRequest, NotFound
 from engine.domain.expiry import deadline
+from engine.domain.inbox import waits_for
 from engine.domain.model import (
     JournalEvent,
     Principal,
@@ -98,15 +99,12 @@ class Approvals:
         return may_see(request, who)
 
     def awaits(self, request: TakeoverRequest, who: Principal) -> bool:
-        """Whether ``request`` waits for ``who``'s decision now: pending, before its deadline,
-        theirs to decide (``refusal``) and not approved by them already (a person's pending
-        list: ``/signoff pending``, the Slack Home tab)."""
-        return (
-            request.status == TakeoverStatus.PENDING
-            and request.expires_at > self.clock.now()
-            and self.refusal(request, who) is None
-            and who.name not in {vote.person for vote in request.votes}
-        )
+        """Whether ``request`` waits for ``who``'s own decision now: before its deadline and
+        ``engine.domain.inbox.waits_for`` (pending, theirs to decide as an approver, not
+        approved by them already; an admin's override does not count). The one rule of every
+        person's inbox: the console's queue, ``/signoff pending``, the Slack Home tab and the
+        Teams personal chat's ``pending``."""
+        return request.expires_at > self.clock.now() and waits_for(self.config, request, who)
 
     def release_refusal(self, request: TakeoverRequest, who: Principal) -> str | None:
         """Why ``who`` may not release ``request`` taken over (``engine.domain.approvers``)."""
