@@ -2,10 +2,11 @@
 
 Slack sends what the app subscribed to or what a person did: a ``reaction_added`` or
 ``message`` event, a click on a button an older card still shows (an ``action_id`` this version
-does not know), a modal closed with its close button (``view_closed``). bolt answers those 404
-when no listener takes them; Slack then retries the event and, for an app that keeps failing,
-turns event delivery off. They get an empty 200 and change nothing; an unsigned one is still a
-401, and a listener registered for one of them (later, by another module) still wins.
+does not know), a modal closed with its close button (``view_closed``), a shortcut. bolt
+answers those 404 when no listener takes them; Slack then retries the event and, for an app
+that keeps failing, turns event delivery off. They get an empty 200 and change nothing; an
+unsigned one is still a 401, and a listener registered for one of them (later, by another
+module) still wins.
 """
 
 from __future__ import annotations
@@ -83,6 +84,20 @@ def view_closed() -> str:
     return urlencode({"payload": json.dumps(payload)})
 
 
+def shortcut() -> str:
+    """A global shortcut (from the lightning menu), which Signoff's manifest declares none of;
+    a ``block_suggestion`` or ``message_action`` is the same case: a type Signoff does not take."""
+    payload = {
+        "type": "shortcut",
+        "team": {"id": TEAM, "domain": "signoff-test"},
+        "user": {"id": USERS["bob"], "team_id": TEAM},
+        "api_app_id": "A0SIGNOFF",
+        "callback_id": "signoff_anything",
+        "trigger_id": "1.2.3",
+    }
+    return urlencode({"payload": json.dumps(payload)})
+
+
 async def snapshot(h: SlackHarness, run_id: str) -> tuple[Any, ...]:
     journal = await h.engine.store.journal(run_id)
     outbox = await h.engine.queries.outbox_messages(run_id=run_id)
@@ -114,6 +129,7 @@ async def test_signed_requests_no_listener_takes_get_200_and_change_nothing(
             (channel_message("Ev0MSG001"), JSON),
             (unknown_click, {}),
             (view_closed(), {}),
+            (shortcut(), {}),
         ]
         for body, extra in sent:
             headers = {**signed_headers(body), **extra}
