@@ -84,8 +84,8 @@ def build_bolt_app(
     engine: Engine,
     api: SlackApi,
     background: Background,
-    people: SlackPeople | None = None,
-    home: HomeTabs | None = None,
+    people: SlackPeople,
+    home: HomeTabs,
 ) -> AsyncApp:
     config = engine.config.slack
 
@@ -144,11 +144,9 @@ def build_bolt_app(
         app.enable_token_revocation_listeners()
     app.error(acknowledge_unhandled)
     app.use(ActOnce(engine.replays))  # after bolt's verification, before any listener
-    people = people or SlackPeople(engine, api)
     Interactions(engine, api, background, people, home).register(app)
     Commands(engine, api, background, people).register(app)
-    if home is not None:
-        home.register(app)
+    home.register(app)
     return app
 
 

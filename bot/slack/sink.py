@@ -60,6 +60,7 @@ from bot.slack.refused import UPDATE_REFUSED, RefusedUpdates
 from bot.slack.render import REPOSTED_CARD, REPOSTED_NOTICE, SlackMessages, reposted
 from cards.render import CardTooLarge
 from engine.assembly import Engine
+from engine.config.channels import addressed_person
 from engine.domain import notify
 from engine.domain.errors import DeliveryError, NotFound, SignoffError
 from engine.domain.model import ChatMessageRef, OutboxRecord, Run
@@ -95,7 +96,6 @@ PERMANENT = frozenset(
         "cannot_dm_bot",
     }
 )
-DIRECT = "@"  # slack:@<person>: that person's direct message with the bot
 
 
 class SlackSink:
@@ -110,7 +110,7 @@ class SlackSink:
         *,
         min_interval: float = 1.0,
         on_change: Callable[[str], None] | None = None,
-        people: SlackPeople | None = None,
+        people: SlackPeople,
     ) -> None:
         self.engine = engine
         self.on_change = on_change  # told a request id once its card is delivered (Home tabs)
@@ -128,10 +128,9 @@ class SlackSink:
     async def target(self, channel: str) -> str:
         """The Slack channel id behind ``channel``: ``slack:C123`` is ``C123``; ``slack:@alice``
         is alice's direct message with the bot (opened on first use)."""
-        target = channel.partition(":")[2]
-        if not target.startswith(DIRECT):
-            return target
-        person = target[len(DIRECT) :]
+        person = addressed_person(channel)
+        if person is None:
+            return channel.partition(":")[2]
         user_id = await self._slack_id(person)
         if user_id is None:
             raise DeliveryError(
@@ -144,11 +143,7 @@ class SlackSink:
         return f"{team}/{im}" if team else im
 
     async def _slack_id(self, person: str) -> str | None:
-        """``person``'s Slack user id: through ``SlackPeople`` (their ``slack:`` id, else their
-        email), or their ``people:`` id alone for a sink built without it."""
-        if self.people is None:
-            found = self.engine.config.people.get(person)
-            return (found.ids.get("slack") or None) if found is not None else None
+        """``person``'s Slack user id (``SlackPeople``: their ``slack:`` id, else their email)."""
         try:
             return await self.people.slack_id(person)
         except LookupUnavailable as exc:
