@@ -27,6 +27,7 @@ from slack_sdk.errors import SlackApiError
 from bot.slack.api import SlackApi
 from bot.slack.installs import split_target
 from engine.assembly import Engine
+from engine.config.channels import addressed_person
 from engine.domain.model import ChatMessageRef, TakeoverRequest, TakeoverStatus
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ class RefusedUpdates:
 
 def _copy_name(channel: str) -> str:
     """How a copy of the card in ``channel`` is named to someone reading it elsewhere."""
-    target = channel.partition(":")[2]
-    if target.startswith("@"):
-        return f"the copy of the card sent to {target[1:]}"
-    return f"the copy of the card in <#{target}>"
+    person = addressed_person(channel)
+    if person is not None:
+        return f"the copy of the card sent to {person}"
+    return f"the copy of the card in <#{split_target(channel.partition(':')[2])[1]}>"
