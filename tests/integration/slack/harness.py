@@ -63,7 +63,7 @@ def slack_config(slack: FakeSlack, secret: str = SECRET) -> str:
     )
 
 
-def block_actions(
+def block_actions_payload(
     user: str,
     action_id: str,
     value: str,
@@ -72,13 +72,14 @@ def block_actions(
     message_ts: str,
     response_url: str,
     trigger_id: str,
-) -> str:
-    """A click on a card button in ``channel`` (a ``block_actions`` payload), form-encoded as
-    Slack posts it; sign it with ``signed_headers``."""
-    payload = {
+    team: str = TEAM,
+) -> dict[str, Any]:
+    """A click on a card button in ``channel`` of workspace ``team`` (a ``block_actions``
+    payload), as Slack sends it over HTTP or in a Socket Mode envelope."""
+    return {
         "type": "block_actions",
-        "team": {"id": TEAM, "domain": "signoff-test"},
-        "user": {"id": user, "username": user.lower(), "team_id": TEAM},
+        "team": {"id": team, "domain": "signoff-test" if team == TEAM else team.lower()},
+        "user": {"id": user, "username": user.lower(), "team_id": team},
         "api_app_id": "A0SIGNOFF",
         "token": "unused-verification-token",
         "trigger_id": trigger_id,
@@ -100,7 +101,34 @@ def block_actions(
             }
         ],
     }
-    return urlencode({"payload": json.dumps(payload)})
+
+
+def block_actions(user: str, action_id: str, value: str, **kw: Any) -> str:
+    """``block_actions_payload`` form-encoded as Slack posts it; sign it with
+    ``signed_headers``."""
+    return urlencode({"payload": json.dumps(block_actions_payload(user, action_id, value, **kw))})
+
+
+def deny_submission(
+    user: str, request_id: str, reason: str | None, trigger_id: str
+) -> dict[str, Any]:
+    """The deny dialog submitted with ``reason`` (a ``view_submission`` payload)."""
+    return {
+        "type": "view_submission",
+        "team": {"id": TEAM, "domain": "signoff-test"},
+        "user": {"id": user, "team_id": TEAM},
+        "api_app_id": "A0SIGNOFF",
+        "trigger_id": trigger_id,
+        "view": {
+            "id": "V0DENY",
+            "type": "modal",
+            "callback_id": "signoff_deny_reason",
+            "private_metadata": request_id,
+            "state": {
+                "values": {"reason": {"reason": {"type": "plain_text_input", "value": reason}}}
+            },
+        },
+    }
 
 
 @dataclass
@@ -149,22 +177,7 @@ class SlackHarness:
         return status, key
 
     async def submit_deny(self, user: str, request_id: str, reason: str | None) -> tuple[int, Any]:
-        payload = {
-            "type": "view_submission",
-            "team": {"id": TEAM, "domain": "signoff-test"},
-            "user": {"id": user, "team_id": TEAM},
-            "api_app_id": "A0SIGNOFF",
-            "trigger_id": self.slack.trigger(),
-            "view": {
-                "id": "V0DENY",
-                "type": "modal",
-                "callback_id": "signoff_deny_reason",
-                "private_metadata": request_id,
-                "state": {
-                    "values": {"reason": {"reason": {"type": "plain_text_input", "value": reason}}}
-                },
-            },
-        }
+        payload = deny_submission(user, request_id, reason, self.slack.trigger())
         status, text = await self.send_signed(urlencode({"payload": json.dumps(payload)}))
         return status, json.loads(text) if text.startswith("{") else text
 

@@ -26,7 +26,7 @@ from engine.assembly import EngineOptions
 from engine.config import parse_config
 from engine.domain.model import Role
 from tests.fakes.slack import FakeSlack
-from tests.integration.slack.harness import SECRET, signed_headers
+from tests.integration.slack.harness import SECRET, block_actions, signed_headers
 from tests.support.api import Api
 from tests.support.clock import ManualClock
 from tests.support.ids import SequentialIds
@@ -100,27 +100,17 @@ class OAuthHarness:
         self, team: str, user: str, action_id: str, value: str, *, channel: str, key: str
     ) -> tuple[int, str]:
         """A signed ``block_actions`` from ``user`` of workspace ``team``."""
-        payload = {
-            "type": "block_actions",
-            "team": {"id": team, "domain": team.lower()},
-            "user": {"id": user, "username": user.lower(), "team_id": team},
-            "api_app_id": "A0SIGNOFF",
-            "token": "unused-verification-token",
-            "trigger_id": self.slack.trigger(),
-            "container": {"type": "message", "message_ts": "1.0", "channel_id": channel},
-            "channel": {"id": channel, "name": "approvals"},
-            "response_url": self.slack.response_url(key),
-            "actions": [
-                {
-                    "type": "button",
-                    "action_id": action_id,
-                    "block_id": "actions",
-                    "value": value,
-                    "action_ts": f"{time.time():.6f}",
-                }
-            ],
-        }
-        return await self.send(urlencode({"payload": json.dumps(payload)}))
+        body = block_actions(
+            user,
+            action_id,
+            value,
+            channel=channel,
+            message_ts="1.0",
+            response_url=self.slack.response_url(key),
+            trigger_id=self.slack.trigger(),
+            team=team,
+        )
+        return await self.send(body)
 
     async def event(self, team: str, event: dict[str, Any], event_id: str) -> tuple[int, str]:
         """A signed Events API callback from workspace ``team``."""

@@ -30,7 +30,14 @@ from engine.assembly import EngineOptions
 from engine.config import parse_config
 from engine.domain.model import JournalEvent, Role, RunStatus, TakeoverStatus
 from tests.fakes.slack_socket import FakeSlackSocket
-from tests.integration.slack.harness import CHANNEL, TEAM, USERS, SlackHarness
+from tests.integration.slack.harness import (
+    CHANNEL,
+    TEAM,
+    USERS,
+    SlackHarness,
+    block_actions_payload,
+    deny_submission,
+)
 from tests.integration.slack.test_slack_clicks import FLOWS
 from tests.support.api import Api
 from tests.support.clock import ManualClock
@@ -77,44 +84,15 @@ async def running_socket(db_url: str, **fake: Any) -> AsyncIterator[SlackHarness
 
 def click(h: SlackHarness, user: str, action_id: str, value: str, key: str) -> dict[str, Any]:
     """A ``block_actions`` payload, as an ``interactive`` envelope carries it."""
-    return {
-        "type": "block_actions",
-        "team": {"id": TEAM, "domain": "signoff-test"},
-        "user": {"id": user, "username": user.lower(), "team_id": TEAM},
-        "api_app_id": "A0SIGNOFF",
-        "trigger_id": h.slack.trigger(),
-        "container": {"type": "message", "message_ts": "0.0", "channel_id": CHANNEL},
-        "channel": {"id": CHANNEL, "name": "approvals"},
-        "response_url": h.slack.response_url(key),
-        "actions": [
-            {
-                "type": "button",
-                "action_id": action_id,
-                "block_id": "actions",
-                "value": value,
-                "action_ts": f"{time.time():.6f}",
-            }
-        ],
-    }
-
-
-def deny_submission(h: SlackHarness, user: str, request_id: str, reason: str) -> dict[str, Any]:
-    return {
-        "type": "view_submission",
-        "team": {"id": TEAM, "domain": "signoff-test"},
-        "user": {"id": user, "team_id": TEAM},
-        "api_app_id": "A0SIGNOFF",
-        "trigger_id": h.slack.trigger(),
-        "view": {
-            "id": "V0DENY",
-            "type": "modal",
-            "callback_id": "signoff_deny_reason",
-            "private_metadata": request_id,
-            "state": {
-                "values": {"reason": {"reason": {"type": "plain_text_input", "value": reason}}}
-            },
-        },
-    }
+    return block_actions_payload(
+        user,
+        action_id,
+        value,
+        channel=CHANNEL,
+        message_ts="0.0",
+        response_url=h.slack.response_url(key),
+        trigger_id=h.slack.trigger(),
+    )
 
 
 def command(h: SlackHarness, user: str, text: str) -> dict[str, Any]:
@@ -253,10 +231,10 @@ async def test_commands_events_and_modals_over_the_socket(migrated_db_url: str) 
 
         (view,) = await wait_for(modal)
         assert view["private_metadata"] == request_id
-        submitted = deny_submission(h, USERS["bob"], request_id, "not this one")
+        submitted = deny_submission(USERS["bob"], request_id, "not this one", h.slack.trigger())
         assert (await slack.ack(await slack.send("interactive", submitted))).payload is None
         await wait_status(h.engine, run_id, RunStatus.FAILED)
-        late = deny_submission(h, USERS["carol"], request_id, "me too")
+        late = deny_submission(USERS["carol"], request_id, "me too", h.slack.trigger())
         answer = (await slack.ack(await slack.send("interactive", late))).payload
         assert answer is not None and answer["response_action"] == "errors"
         assert "Already denied by bob" in answer["errors"]["reason"]
