@@ -304,7 +304,7 @@ async def test_the_block_runs(block: Block, served: Served, tmp_path: Path) -> N
     )
     work = tmp_path / "cwd"
     work.mkdir()
-    approving = asyncio.create_task(approve_whatever_waits(served))
+    held_call = '"demo-ledger",\n            "refund"' in block.code  # the README's held call
     proc = await asyncio.create_subprocess_exec(
         *command,
         cwd=work,
@@ -312,14 +312,27 @@ async def test_the_block_runs(block: Block, served: Served, tmp_path: Path) -> N
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
     )
+    assert proc.stdout is not None
+    # A reader decides once the agent has said where: for the held call, bob starts looking
+    # only after "decide at" is printed (deciding sooner answers the call's first request and
+    # the agent is, rightly, never told of a hold that is already over).
+    approving = None if held_call else asyncio.create_task(approve_whatever_waits(served))
+    lines: list[bytes] = []
     try:
-        out, _ = await asyncio.wait_for(proc.communicate(), 120)
+        async with asyncio.timeout(120):
+            async for line in proc.stdout:
+                lines.append(line)
+                if approving is None and line.startswith(b"decide at "):
+                    approving = asyncio.create_task(approve_whatever_waits(served))
+            await proc.wait()
     finally:
-        approving.cancel()
+        if approving is not None:
+            approving.cancel()
+    out = b"".join(lines)
     assert proc.returncode == 0, f"{block.name} failed:\n{block.code}\n--- output\n{out.decode()}"
     if '"mailer", "send"' in block.code:  # the client snippets really reached the mailer
         assert served.mails, "the mailer received nothing"
-    if '"demo-ledger",\n            "refund"' in block.code:  # the README's held call
+    if held_call:
         text = out.decode()
         held = "held for a person: demo-ledger.refund with 3 arguments (order, amount, currency)"
         shown = text.index(held + "\ndecide at ")
