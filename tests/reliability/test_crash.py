@@ -12,7 +12,7 @@ Then:
 * a step interrupted mid-call ran again only with the same ``Idempotency-Key``;
 * no Slack card was lost, nothing was read back from Slack (no ``conversations.history`` /
   ``replies``), and a message posted twice (a kill between Slack's post and its record) is
-  posted once more only, its copy labelled as replacing an earlier one (the fake Slack Web
+  posted once more per such kill, its copy labelled as replacing an earlier one (the fake Slack Web
   API records every message);
 * the surviving replicas finished the dead one's leased runs within the lease time (measured
   from the last kill to the last run finishing, bounded by lease + slack), and delivered every
@@ -503,8 +503,8 @@ async def test_killed_replicas_lose_and_double_nothing(
         # nothing was read back from Slack. A kill between Slack's post and its record leaves
         # Signoff unable to know the message is there (it reads no history): the message is
         # posted once more, labelled as replacing an earlier copy (docs/slack.md, "Posted
-        # again"). So every extra copy carries the label, the first copy never does, and there
-        # is no more than one extra copy per kill.
+        # again"). So every extra copy carries the label, the first copy never does, and each
+        # kill adds at most one copy of a message (and one per channel sending at that moment).
         assert slack.history_reads() == [], slack.history_reads()
         posted = Counter(m.dedupe for m in slack.posted())
         cards = {d for d in posted if (d or "").startswith("card:")}
@@ -518,8 +518,11 @@ async def test_killed_replicas_lose_and_double_nothing(
             first, *again = [m for m in slack.posted() if m.dedupe == key]
             assert not first.text.startswith((REPOSTED_CARD, REPOSTED_NOTICE)), key
             assert all(m.text.startswith((REPOSTED_CARD, REPOSTED_NOTICE)) for m in again), key
+            assert copies - 1 <= kills, (key, copies)  # each copy after the first follows a kill
             reposts += copies - 1
-        assert reposts <= kills, reposts  # any kill may land in a post, none in two
+        # The dispatcher sends each channel's next message side by side, so one kill may cut off
+        # one post per channel (the CI run on a loaded machine saw 11 reposts from 6 kills).
+        assert reposts <= kills * channels, reposts
         if killed["during card delivery"]:
             assert reposts >= 1  # the kill landed between a post and its record
         assert takeover_s < LEASE_SECONDS * 4 + 60
