@@ -25,7 +25,7 @@ from cards.templating import plain_date
 from cards.text import Flavor, agent_text, escape_mrkdwn, truncate
 from engine.assembly import Engine
 from engine.domain.errors import SignoffError
-from engine.domain.model import Principal, TakeoverRequest, TakeoverStatus
+from engine.domain.model import Principal, TakeoverRequest
 from engine.gate.commands import HELP_TEXT as GATE_HELP
 from engine.gate.commands import Outcome, run_command
 
@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 COMMAND = "/signoff"
 PENDING_SHOWN = 20
+MAX_COUNTED = 1000  # requests read for one answer: beyond, "1000+" (the console lists them all)
 HELP = (
     "*Signoff* puts a person in the loop of AI agents: approval cards land in threads here, "
     "and their buttons approve, deny, take over or release the waiting step.\n"
@@ -101,30 +102,32 @@ class Commands:
         """The open requests ``who`` may decide (read before the ack); the answer with links to
         their cards follows through ``response_url`` (permalinks are Web API calls)."""
         try:
-            requests = await self.engine.queries.list_takeovers(statuses=[TakeoverStatus.PENDING])
+            inbox = await self.engine.approvals.inbox(who, limit=MAX_COUNTED)
         except SignoffError:
             await _answer(ack, "Signoff could not read the pending requests just now. Try again.")
             return
-        mine = [r for r in requests if self.engine.approvals.awaits(r, who)]
+        mine = [e.request for e in inbox.entries]
+        counted = f"{len(mine)}{'+' if inbox.more else ''}"
         if not mine:
             await _answer(ack, "Nothing is waiting for your decision.")
             return
         if not isinstance(response_url, str) or not response_url:
-            await _answer(ack, await self._pending_text(mine, who.name))
+            await _answer(ack, await self._pending_text(mine, counted, who.name))
             return
-        count = f"{len(mine)} request is" if len(mine) == 1 else f"{len(mine)} requests are"
+        count = f"{counted} request is" if counted == "1" else f"{counted} requests are"
         await _answer(ack, f"{count} waiting for you; links follow.")
-        self.background.spawn(self._answer_pending(response_url, mine, who.name), "pending")
+        pending = self._answer_pending(response_url, mine, counted, who.name)
+        self.background.spawn(pending, "pending")
 
     async def _answer_pending(
-        self, response_url: str, mine: list[TakeoverRequest], person: str
+        self, response_url: str, mine: list[TakeoverRequest], counted: str, person: str
     ) -> None:
-        await self.api.respond(response_url, await self._pending_text(mine, person))
+        await self.api.respond(response_url, await self._pending_text(mine, counted, person))
 
-    async def _pending_text(self, mine: list[TakeoverRequest], person: str) -> str:
+    async def _pending_text(self, mine: list[TakeoverRequest], counted: str, person: str) -> str:
         shown = sorted(mine, key=lambda r: r.expires_at)[:PENDING_SHOWN]
         links = await asyncio.gather(*(self._link(r, person) for r in shown))
-        lines = [f"*Waiting for your decision ({len(mine)}):*"]
+        lines = [f"*Waiting for your decision ({counted}):*"]
         for request, link in zip(shown, links, strict=True):
             # Agent text on one line (as the card shows it): it cannot draw a status line here.
             title = truncate(agent_text(request.reason or request.id), 150, Flavor.MRKDWN)

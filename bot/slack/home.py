@@ -146,8 +146,7 @@ class HomeTabs:
     def _concerned(self, request: TakeoverRequest) -> list[str]:
         """Whose Home tab shows ``request``: its approvers and whoever decided it."""
         people = self.engine.config.people
-        deciders = (request.decided_by, request.released_by, *(v.person for v in request.votes))
-        named = (*request.approvers, *deciders)
+        named = (*request.approvers, *_deciders(request))
         return [p for p in dict.fromkeys(named) if p is not None and p in people]
 
     async def _publish_queued(self, user_id: str) -> None:
@@ -218,18 +217,8 @@ class HomeTabs:
             if e.request.decided_by == person
             and self.engine.approvals.release_refusal(e.request, who) is None
         ]
-        where = QueueFilter(approver=person, newest_first=True)
-        cursor: str | None = None
-        while len(found) < MAX_PENDING:
-            queue = await self.engine.queries.approval_queue(where, limit=MAX_PAGE, cursor=cursor)
-            found += [
-                (e.request, e.run)
-                for e in queue.entries
-                if self.engine.approvals.awaits(e.request, who)
-            ]
-            cursor = queue.next_cursor
-            if cursor is None:
-                break
+        inbox = await self.engine.approvals.inbox(who, limit=MAX_PENDING, newest_first=True)
+        found += [(e.request, e.run) for e in inbox.entries]
         return found[:MAX_PENDING]
 
     async def _recent(self, person: str) -> list[TakeoverRequest]:
@@ -239,16 +228,7 @@ class HomeTabs:
         for status in DECIDED:
             where = QueueFilter(approver=person, status=status, newest_first=True)
             queue = await self.engine.queries.approval_queue(where, limit=4 * RECENT, cursor=None)
-            mine += [
-                e.request
-                for e in queue.entries
-                if person
-                in (
-                    e.request.decided_by,
-                    e.request.released_by,
-                    *(v.person for v in e.request.votes),
-                )
-            ]
+            mine += [e.request for e in queue.entries if person in _deciders(e.request)]
         mine.sort(key=lambda r: r.released_at or r.decided_at or r.created_at, reverse=True)
         return mine[:RECENT]
 
@@ -293,6 +273,11 @@ class HomeTabs:
             "Slack didn't open the arguments in time. Click Show arguments again, or open "
             "the approval page.",
         )
+
+
+def _deciders(request: TakeoverRequest) -> tuple[str | None, ...]:
+    """Who decided ``request``, in part or whole: its decider, releaser and voters."""
+    return (request.decided_by, request.released_by, *(v.person for v in request.votes))
 
 
 def _remember(table: dict[str, Any], key: str, value: Any) -> None:

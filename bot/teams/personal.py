@@ -26,7 +26,7 @@ from bot.teams.activities import Incoming
 from engine.assembly import Engine
 from engine.config.sections import Person
 from engine.domain.model import OutboxMessage, TakeoverRequest
-from engine.services.approval_queue import MAX_PAGE, QueueFilter
+from engine.services.approval_queue import MAX_PAGE
 
 PLATFORM = "teams"
 LISTED = "listed_card"  # the outbox kind of a card shown by "pending"
@@ -124,14 +124,11 @@ class PersonalChat:
         self.engine.wake_outbox()
 
     async def decidable(self, person: Person) -> tuple[list[TakeoverRequest], bool]:
-        """The pending requests ``person`` may decide now, oldest first, and whether there may
-        be more than were read (a queue page's worth)."""
+        """The pending requests ``person`` may decide now, oldest first (at most ``MAX_PAGE``),
+        and whether more wait."""
         who = self.engine.principal_for_person(person.name)
-        page = await self.engine.queries.approval_queue(
-            QueueFilter(approver=person.name), limit=MAX_PAGE, cursor=None
-        )
-        mine = [e.request for e in page.entries if self.engine.approvals.awaits(e.request, who)]
-        return mine, page.next_cursor is not None
+        inbox = await self.engine.approvals.inbox(who, limit=MAX_PAGE)
+        return [e.request for e in inbox.entries], inbox.more
 
 
 def _waiting(count: int, more: bool) -> str:

@@ -15,6 +15,7 @@ cursors it takes: one not given by a page merely starts somewhere else.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -97,6 +98,37 @@ async def approval_queue(
     entries = [QueueEntry(request, run) for request, run in found[:limit]]
     more = len(found) > limit
     return QueuePage(entries, _cursor(entries[-1].request) if more and entries else None)
+
+
+@dataclass(frozen=True, slots=True)
+class Inbox:
+    """What waits for one person's decision: at most the number asked for, and whether more
+    wait."""
+
+    entries: list[QueueEntry]
+    more: bool
+
+
+async def read_inbox(
+    store: QueueStore,
+    person: str | None,
+    waits: Callable[[TakeoverRequest], bool],
+    *,
+    limit: int,
+    newest_first: bool = False,
+) -> Inbox:
+    """The pending requests that wait for ``person`` (``waits``: ``Approvals.awaits``), oldest
+    (or newest) first: their queue (requests naming them, or nobody) read page by page and kept
+    by ``waits``, until ``limit`` are found (and one more, to tell whether more wait)."""
+    where = QueueFilter(approver=person, newest_first=newest_first)
+    found: list[QueueEntry] = []
+    cursor: str | None = None
+    while True:
+        page = await approval_queue(store, where, limit=MAX_PAGE, cursor=cursor)
+        found += [e for e in page.entries if waits(e.request)]
+        cursor = page.next_cursor
+        if len(found) > limit or cursor is None:
+            return Inbox(found[:limit], len(found) > limit)
 
 
 def _cursor(request: TakeoverRequest) -> str:

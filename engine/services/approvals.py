@@ -49,6 +49,7 @@ from engine.domain.parking import takeover_requested
 from engine.domain.records import LinkUse
 from engine.domain.replay import parking_step
 from engine.ports import Clock, IdSource
+from engine.services.approval_queue import Inbox, read_inbox
 
 if TYPE_CHECKING:  # the store's own modules import rules from here
     from engine.domain.records import Adopt
@@ -105,6 +106,18 @@ class Approvals:
         person's inbox: the console's queue, ``/signoff pending``, the Slack Home tab and the
         Teams personal chat's ``pending``."""
         return request.expires_at > self.clock.now() and waits_for(self.config, request, who)
+
+    async def inbox(self, who: Principal, *, limit: int, newest_first: bool = False) -> Inbox:
+        """What waits for ``who``'s decision now (``awaits``), oldest (or newest) first: at most
+        ``limit`` requests, with their runs, and whether more wait. The inbox each channel
+        shows a person (``/signoff pending``, the Slack Home tab, the Teams personal chat)."""
+        return await read_inbox(
+            self.store,
+            who.person,
+            lambda request: self.awaits(request, who),
+            limit=limit,
+            newest_first=newest_first,
+        )
 
     def release_refusal(self, request: TakeoverRequest, who: Principal) -> str | None:
         """Why ``who`` may not release ``request`` taken over (``engine.domain.approvers``)."""
