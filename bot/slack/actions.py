@@ -36,7 +36,6 @@ from bot.replies import UNAVAILABLE, Refusal, decide, refusal, sentence
 from bot.slack.api import SlackApi, error_code, http_status
 from bot.slack.background import Background
 from bot.slack.click import Click, team_of
-from bot.slack.installs import split_target
 from bot.slack.people import LookupUnavailable, SlackPeople
 from cards.text import Flavor, agent_text, escape_mrkdwn, truncate
 from engine.assembly import Engine
@@ -293,10 +292,8 @@ class Interactions:
     def _person(self, name: str, mention: bool, team: str | None = None) -> str:
         """``name`` as an @mention where their Slack id is of workspace ``team`` (or names
         none), else as text."""
-        if mention and (person_id := self.people.known_id(name)):
-            their_team, user_id = split_target(person_id)
-            if not (their_team and team and their_team != team):
-                return f"<@{user_id}>"
+        if mention and (user_id := self.people.mention_id(name, team)):
+            return f"<@{user_id}>"
         return truncate(name, 100, Flavor.MRKDWN if mention else Flavor.PLAIN)
 
     def _tell(self, click: Click, text: str | None, *, decided: bool = False) -> None:

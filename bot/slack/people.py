@@ -99,6 +99,16 @@ class SlackPeople:
         kept = self._kept(self._ids, found.email.lower()) if found.email else None
         return kept[0] if kept is not None else None
 
+    def mention_id(self, person: str, team: str | None = None) -> str | None:
+        """The user id that @-mentions ``person`` in a message of workspace ``team`` (None:
+        the default one): their ``known_id``, unless it is of another workspace, where the same
+        user id would mention somebody else. None: name them as text."""
+        person_id = self.known_id(person)
+        if not person_id:
+            return None
+        their_team, user_id = split_target(person_id)
+        return None if their_team and team and their_team != team else user_id
+
     # -- Slack id -> person --------------------------------------------------------------------
 
     async def person_for(self, user_id: str, team: str | None = None) -> Person | None:

@@ -63,29 +63,22 @@ class Rendered:
     data: dict[str, Any]
 
 
-class KnownIds(Protocol):
-    """``bot.slack.people.SlackPeople.known_id``: a person's Slack id, without a call."""
+class Mentions(Protocol):
+    """``bot.slack.people.SlackPeople.mention_id``: the user id that mentions a person in a
+    workspace, without a call."""
 
-    def known_id(self, person: str) -> str | None: ...
+    def mention_id(self, person: str, team: str | None = None) -> str | None: ...
 
 
 class SlackMessages:
-    def __init__(self, engine: Engine, people: KnownIds | None = None) -> None:
+    def __init__(self, engine: Engine, people: Mentions) -> None:
         self.engine = engine
         self.people = people
 
     def mention(self, person: str, team: str | None = None) -> str:
-        """A person's Slack user id (rendered as a mention), else their name as text: also
-        when their id is of another workspace than ``team``, the message's, where the same
-        user id would mention somebody else. An id found by email counts (``known_id``)."""
-        found = self.engine.config.people.get(person)
-        person_id = found.ids.get("slack") if found is not None else None
-        if not person_id and self.people is not None:
-            person_id = self.people.known_id(person)
-        if not person_id:
-            return person
-        their_team, user_id = split_target(person_id)
-        return person if their_team and team and their_team != team else user_id
+        """A person's Slack user id (rendered as a mention) in a message of workspace ``team``,
+        else their name as text (``Mentions``)."""
+        return self.people.mention_id(person, team) or person
 
     async def view(self, request: TakeoverRequest, run: Run | None = None) -> ApprovalView:
         if run is None or run.id != request.run_id:

@@ -18,7 +18,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from bot.app import create_app
 from bot.keys import ENGINE
-from bot.slack.render import SlackMessages
+from bot.slack.sink import SlackSink
 from engine.adapters.store.db import Database
 from engine.assembly import EngineOptions
 from engine.config import parse_config
@@ -168,7 +168,9 @@ async def test_a_person_is_mentioned_only_in_their_own_workspace(migrated_db_url
         told = await wait_for(lambda: _async(h.told("t1") and h.told("t2")))
         assert told and h.told("t1") == [f"Already approved by <@{SAME_USER}>; nothing changed."]
         assert h.told("t2") == ["Already approved by alice; nothing changed."]
-        messages = SlackMessages(h.engine)  # notices (reminders, escalations) mention so too
+        sink = h.engine.dispatcher.sinks["slack"]
+        assert isinstance(sink, SlackSink)
+        messages = sink.messages  # notices (reminders, escalations) mention so too
         assert messages.mentions(["alice", "bob", "carol"], T1) == [SAME_USER, "bob", "U0CAROL01"]
         assert messages.mentions(["alice", "bob"], None) == [SAME_USER, SAME_USER]
 
