@@ -106,28 +106,13 @@ def build_bolt_app(
     # slack_sdk took HTTPS_PROXY from the environment, NO_PROXY unread: curl's rules instead.
     client.proxy = engine.config.proxies.proxy_for(config.api_base_url)
     store = api.workspaces.store if api.workspaces is not None else None
-    if store is None:
-        app = AsyncApp(
-            name="signoff",
-            logger=log,
-            signing_secret=config.signing_secret,
-            authorize=authorize,  # type: ignore[arg-type]  # None: not authorized
-            user_facing_authorize_error_message=NOT_INSTALLED,
-            client=client,
-            process_before_response=True,
-            raise_error_for_unhandled_request=True,
-        )
-        # The manifest subscribes to these for OAuth installs; here they leave a log line.
-        app.event("app_uninstalled")(_token_gone)
-        app.event("tokens_revoked")(_token_gone)
-    else:
-        # bolt takes an ``AsyncAuthorize`` instance as it is; its annotation names only functions.
-        app = AsyncApp(
-            name="signoff",
-            logger=log,
-            signing_secret=config.signing_secret,
-            authorize=InstalledAuthorize(store, config.allows),  # type: ignore[arg-type]
-            oauth_flow=oauth_flow(
+    # bolt takes an ``AsyncAuthorize`` instance as it is; its annotation names only functions.
+    auth: dict[str, Any] = (
+        {"authorize": authorize}  # None: not authorized
+        if store is None
+        else {
+            "authorize": InstalledAuthorize(store, config.allows),
+            "oauth_flow": oauth_flow(
                 client,
                 config.client_id,
                 config.client_secret,
@@ -136,11 +121,23 @@ def build_bolt_app(
                 engine.config.server.public_url,
                 store,
             ),
-            user_facing_authorize_error_message=NOT_INSTALLED,
-            client=client,
-            process_before_response=True,
-            raise_error_for_unhandled_request=True,
-        )
+        }
+    )
+    app = AsyncApp(
+        name="signoff",
+        logger=log,
+        signing_secret=config.signing_secret,
+        user_facing_authorize_error_message=NOT_INSTALLED,
+        client=client,
+        process_before_response=True,
+        raise_error_for_unhandled_request=True,
+        **auth,
+    )
+    if store is None:
+        # The manifest subscribes to these for OAuth installs; here they leave a log line.
+        app.event("app_uninstalled")(_token_gone)
+        app.event("tokens_revoked")(_token_gone)
+    else:
         app.enable_token_revocation_listeners()
     app.error(acknowledge_unhandled)
     app.use(ActOnce(engine.replays))  # after bolt's verification, before any listener
