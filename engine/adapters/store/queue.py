@@ -1,12 +1,13 @@
 """The approval queue across runs: takeover requests of every kind (approval nodes, gate
 diversions, held calls, manual takeovers) narrowed in SQL and read a page at a time.
 
-Pages are keyed, not offset: oldest first by ``(created_at, id)``, each page starting after the
-last row of the one before, so a request decided between two pages never shifts the next.
+Pages are keyed, not offset: oldest (or newest) first by ``(created_at, id)``, each page starting
+beyond the last row of the one before, so a request decided between two pages never shifts the next.
 """
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from sqlalchemy import and_, cast, func, or_, select
@@ -52,15 +53,13 @@ class QueueStore(StoreBase):
                 where.append(tr.c.details["connector"].as_string() == query.connector)
             if query.after is not None:
                 at, request_id = query.after
-                if query.newest_first:
-                    later = or_(
-                        tr.c.created_at < at, and_(tr.c.created_at == at, tr.c.id < request_id)
+                beyond = operator.lt if query.newest_first else operator.gt  # the page's way
+                where.append(
+                    or_(
+                        beyond(tr.c.created_at, at),
+                        and_(tr.c.created_at == at, beyond(tr.c.id, request_id)),
                     )
-                else:
-                    later = or_(
-                        tr.c.created_at > at, and_(tr.c.created_at == at, tr.c.id > request_id)
-                    )
-                where.append(later)
+                )
             order = (
                 (tr.c.created_at.desc(), tr.c.id.desc())
                 if query.newest_first
