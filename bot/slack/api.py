@@ -27,7 +27,7 @@ them to ``DeliveryError`` and the handlers to a log line.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import aiohttp
@@ -79,6 +79,18 @@ def error_code(exc: SlackApiError) -> str:
     """Slack's ``error`` string (``channel_not_found``, ``invalid_blocks`` ...), or
     ``unknown_error`` when the answer was not Slack's JSON."""
     return str(_answer(exc).get("error") or "unknown_error")
+
+
+async def _member(call: Awaitable[Any], not_found: str) -> dict[str, Any] | None:
+    """The ``user`` a users.* call answers; None when Slack says ``not_found``."""
+    try:
+        response = await call
+    except SlackApiError as exc:
+        if error_code(exc) == not_found:
+            return None
+        raise
+    user = response.get("user")
+    return user if isinstance(user, dict) else None
 
 
 class SlackApi:
@@ -211,27 +223,14 @@ class SlackApi:
         """``users.lookupByEmail`` in the default workspace: the member with that address;
         None when nobody has it."""
         auth = await self.auth_for(None)
-        try:
-            response = await self.client.users_lookupByEmail(**auth, email=email)
-        except SlackApiError as exc:
-            if error_code(exc) == "users_not_found":
-                return None
-            raise
-        user = response.get("user")
-        return user if isinstance(user, dict) else None
+        found = self.client.users_lookupByEmail(**auth, email=email)
+        return await _member(found, "users_not_found")
 
     async def user_info(self, user: str) -> dict[str, Any] | None:
         """``users.info`` of ``user`` (``U0123`` or ``T0123/U0123``; its ``profile.email``
         needs ``users:read.email``); None: no such user."""
         auth, user_id = await self._auth(user)
-        try:
-            response = await self.client.users_info(**auth, user=user_id)
-        except SlackApiError as exc:
-            if error_code(exc) == "user_not_found":
-                return None
-            raise
-        found = response.get("user")
-        return found if isinstance(found, dict) else None
+        return await _member(self.client.users_info(**auth, user=user_id), "user_not_found")
 
     async def respond(self, response_url: str, text: str, *, in_channel: bool = False) -> None:
         """Answer an interaction through its ``response_url`` (ephemeral unless ``in_channel``),
