@@ -219,7 +219,7 @@ class Engine:
     def shared_sql_engine(self) -> Any:
         """The async SQLAlchemy engine on Signoff's database, for a front end whose library
         keeps its own tables there (slack_sdk's Slack installation and OAuth state stores,
-        tables made by migration 0004). Typed ``Any``: nothing outside the store names
+        tables made by migration 0005). Typed ``Any``: nothing outside the store names
         SQLAlchemy."""
         return self.db.writing_engine()
 

@@ -3,7 +3,7 @@
 Two modes (``SlackConfig``): one workspace with ``slack.botToken``, or OAuth installs
 (``slack.clientId``), where ``/slack/install`` adds a workspace and its bot token is kept in
 Signoff's own database through slack_sdk's ``AsyncSQLAlchemyInstallationStore`` (tables made by
-migration 0004, never by the store). ``SealedInstallationStore`` is that store with every token
+migration 0005, never by the store). ``SealedInstallationStore`` is that store with every token
 sealed on the way in and opened on the way out (``bot/slack/sealed.py``); the rest of Signoff
 asks ``Workspaces``:
 
