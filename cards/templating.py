@@ -18,14 +18,27 @@ filters on these; the templates live in ``cards/templates/<channel>/`` beside th
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import jinja2
 
 LOADER = jinja2.PackageLoader("cards", "templates")
+
+
+@functools.cache
+def _words() -> Any:
+    return jinja2.Environment(loader=LOADER).get_template("words.j2").module
+
+
+def words(name: str) -> Mapping[str, str]:
+    """One of ``words.j2``'s sets (``STATE``, ``VERB_PAST`` ...), for text written in Python
+    that must say what the cards say."""
+    found: Mapping[str, str] = getattr(_words(), name)
+    return found
 
 
 class UnescapedValue(jinja2.TemplateError):

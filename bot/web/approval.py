@@ -37,7 +37,7 @@ from bot.console.login import login_url
 from bot.console.pages import page, redirect, render
 from bot.console.security import CSRF_FIELD
 from bot.replies import Refusal
-from cards.templating import plain_date
+from cards.templating import plain_date, words
 from cards.view import build_view, override_warning
 from cards.web.render import render_web_card
 from engine.domain.approvers import override_of
@@ -48,11 +48,7 @@ from engine.domain.timeline import TimelineReader, minutes_text
 from engine.services.links import ApprovalLink, LinkUse
 
 routes = web.RouteTableDef()
-_PAST = {"grant": "approved", "deny": "denied", "takeover": "took over", "release": "released"}
-# What a request that ended says (the card's words, ``cards/templates/words.j2`` STATE), and
-# the note's colour.
-_ENDED = {TakeoverStatus.RELEASED: "Approved", TakeoverStatus.DENIED: "Denied",
-          TakeoverStatus.CANCELLED: "Cancelled", TakeoverStatus.EXPIRED: "Expired"}  # fmt: skip
+# The colour of what a request that ended says (in the card's words, ``words.j2`` STATE).
 _TONE = {TakeoverStatus.RELEASED: "ok", TakeoverStatus.DENIED: "bad",
          TakeoverStatus.CANCELLED: "bad", TakeoverStatus.EXPIRED: "bad"}  # fmt: skip
 
@@ -83,11 +79,10 @@ def situation(
 ) -> Situation:
     """What the viewer may do with the request now, and what the page says about it."""
     who, link, use = viewer.principal, viewer.link, viewer.use
-    used = (
-        f"You {_PAST.get(use.action, use.action)} through this link at {plain_date(use.used_at)}."
-        if use
-        else None
-    )
+    used = None
+    if use:
+        did = words("VERB_PAST").get(use.action, use.action)
+        used = f"You {did} through this link at {plain_date(use.used_at)}."
     if _expired(request, now):
         return Situation(410, "This request expired before anyone decided it.", "bad", False)
     if request.is_final:
@@ -126,11 +121,11 @@ def situation(
 def decided_note(request: TakeoverRequest, now: datetime) -> str:
     """What happened to a request that ended, in a person's words: "Denied by bob 2 min ago:
     not this month." (the reason or notes last)."""
-    words, by, when = _ENDED[request.status], request.decided_by, request.decided_at
+    said, by, when = words("STATE")[request.status], request.decided_by, request.decided_at
     if request.released_by and request.released_by != request.decided_by:
-        words = f"Taken over by {request.decided_by} and released"
+        said = f"Taken over by {request.decided_by} and released"
         by, when = request.released_by, request.released_at
-    note = words + (f" by {by}" if by else "") + (f" {_ago(now, when)}" if when else "")
+    note = said + (f" by {by}" if by else "") + (f" {_ago(now, when)}" if when else "")
     return note + (f": {request.notes}" if request.notes else ".")
 
 
