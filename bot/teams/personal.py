@@ -8,10 +8,10 @@ waits for them.
                                               Adaptive Cards as in channels (oldest first)
 
 The person is the one ``people:`` maps the activity's ``from.aadObjectId`` to; the conversation
-is the personal one the activity came in, never one the text names. Whoever may decide is the
-engine's rule (``Approvals.refusal``): a request they started, or were asked only through a group
-they have left, is not listed. Listed cards act like any other: a click is the same
-``adaptiveCard/action`` invoke, decided as the clicker.
+is the personal one the activity came in, never one the text names. What waits for them is the
+engine's inbox (``Approvals.inbox``, by the rule every channel's inbox keeps): a request they
+started, or were asked only through a group they have left, is not listed. Listed cards act
+like any other: a click is the same ``adaptiveCard/action`` invoke, decided as the clicker.
 
 Everything here is posted through the outbox, on the conversation's reply channel, so that the
 listing's cards follow its first line in order, within Teams' rate limits. Each listed card is
