@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from engine.config.channels.sections import (
+    SLACK_TEAM,
     SlackConfig,
     TeamsConfig,
     WebhookConfig,
@@ -101,7 +102,7 @@ CHANNEL_ADDRESSES: tuple[ChannelAddress, ...] = (
     # (OAuth); ``slack:T0123/C0456``: a channel of workspace T0123, when several are installed.
     ChannelAddress(
         "slack",
-        r"(?:T[A-Z0-9]{2,}/)?[CGD][A-Z0-9]{2,}",
+        rf"(?:{SLACK_TEAM}/)?[CGD][A-Z0-9]{{2,}}",
         "slack:<channel id>, slack:@<person or group>, slack:dm",
         # The message names the common form; docs/slack.md tells the workspace form.
         bad_target=(
@@ -133,7 +134,7 @@ PERSON_IDS: tuple[PersonId, ...] = (
     # ``T0123ABCD/U012ABCDEF``: that user of workspace T0123ABCD, and of no other.
     PersonId(
         "slack",
-        re.compile(r"(?:T[A-Z0-9]{2,}/)?[UW][A-Z0-9]{2,}\Z"),
+        re.compile(rf"(?:{SLACK_TEAM}/)?[UW][A-Z0-9]{{2,}}\Z"),
         "must be a Slack user id like U012ABCDEF, got {value}",
     ),
     PersonId("teams"),  # the Azure AD object id

@@ -15,6 +15,7 @@ from engine.config.sections import ServerConfig, is_loopback
 from engine.config.values import NAME_RE, Section
 
 __all__ = [
+    "SLACK_TEAM",
     "SlackConfig",
     "TeamsConfig",
     "WebhookConfig",
@@ -108,6 +109,7 @@ class WebhooksConfig:
 
 
 APP_TOKEN_PREFIX = "xapp-"  # Slack's app-level tokens, the only ones apps.connections.open takes
+SLACK_TEAM = r"T[A-Z0-9]{2,}"  # a workspace id (``slack.teams``; addresses and ids naming one)
 
 
 def parse_slack(raw: Any, path: str, problems: list[str], server: ServerConfig) -> SlackConfig:
@@ -135,7 +137,7 @@ def parse_slack(raw: Any, path: str, problems: list[str], server: ServerConfig) 
             problems.append(f"{s.at('scopes')}[{i}]: not a Slack scope like chat:write")
     teams = s.texts("teams")
     for i, team in enumerate(teams):
-        if not re.fullmatch(r"T[A-Z0-9]{2,}", team):
+        if not re.fullmatch(SLACK_TEAM, team):
             problems.append(f"{s.at('teams')}[{i}]: not a Slack workspace id like T0123ABCD")
     if app_token and not app_token.startswith(APP_TOKEN_PREFIX):
         s.error(
