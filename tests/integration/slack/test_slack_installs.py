@@ -4,8 +4,6 @@ mapped per workspace."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 import sqlalchemy as sa
 from slack_sdk.oauth.installation_store import Installation
@@ -18,15 +16,6 @@ from engine.config import parse_config
 
 KEY = "a-secret-key-of-at-least-32-characters!"
 T1, T2 = "T0ACME001", "T0GLOBEX1"
-
-
-@pytest.fixture
-async def database(migrated_db_url: str) -> AsyncIterator[Database]:
-    db = Database(migrated_db_url)
-    try:
-        yield db
-    finally:
-        await db.dispose()
 
 
 def installation(team: str, token: str) -> Installation:

@@ -4,14 +4,12 @@ the request names."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
 from bot.teams.sink import owned_copies
-from engine.domain.model import ChatMessageRef, TakeoverKind, TakeoverRequest, TakeoverStatus
+from engine.domain.model import ChatMessageRef, TakeoverRequest, TakeoverStatus
+from tests.support.requests import takeover_request
 
-NOW = datetime(2026, 1, 1, tzinfo=UTC)
 OPS = ChatMessageRef("run1", "r1", "teams:ops", "teams", "card", "1", {})
 BOB = ChatMessageRef("run1", "r1", "teams:@bob", "teams", "card", "2", {"person": "bob"})
 CAROL = ChatMessageRef("run1", "r1", "teams:@carol", "teams", "card", "3", {"person": "carol"})
@@ -20,16 +18,8 @@ COPIES = [OPS, BOB, CAROL, LISTED]
 
 
 def request(*channels: str) -> TakeoverRequest:
-    return TakeoverRequest(
-        id="r1",
-        run_id="run1",
-        step_id="approve",
-        kind=TakeoverKind.NODE,
-        status=TakeoverStatus.GRANTED,
-        reason="Refund",
-        created_at=NOW,
-        expires_at=NOW,
-        channels=channels,
+    return takeover_request(
+        id="r1", run_id="run1", status=TakeoverStatus.GRANTED, channels=channels
     )
 
 
