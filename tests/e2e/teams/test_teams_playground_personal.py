@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_teams_playground import ALEX, CARD, Playground, _card_of, _texts, signoff_and_playground
+from test_teams_playground import (
+    ALEX,
+    Playground,
+    _card_of,
+    _texts,
+    click_by_api,
+    signoff_and_playground,
+)
 
 from engine.domain.model import Principal, Role, RunStatus
 from tests.support.engines import wait_for, wait_status
@@ -61,22 +68,7 @@ async def test_pending_in_the_personal_chat_lists_cards_that_decide(tmp_path):
         message_id = listed[0]["message"]["messageId"]
 
         # Alex clicks Approve on the listed card, as the playground's web client sends it.
-        approve = next(a for a in card["actions"] if a.get("verb") == "grant")
-        status, body = await pg.post(
-            "/_conversation/v1/invoke",
-            {
-                "name": "adaptiveCard/action",
-                "value": {
-                    "action": {"type": "Action.Execute", "verb": "grant", "data": approve["data"]},
-                    "trigger": "manual",
-                },
-                "from": {"id": pg.config["currentUser"]["id"]},
-                "conversation": {"id": conversation},
-                "replyToId": message_id,
-            },
-        )
-        assert status == 200, body
-        assert body["type"] == CARD and "Approved by alex" in _texts(body["value"])
+        await click_by_api(pg, card, message_id)
 
         await wait_status(engine, run.id, RunStatus.COMPLETED)
         ledger = await engine.store.ledger(run_id=run.id)
