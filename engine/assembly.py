@@ -216,12 +216,15 @@ class Engine:
     def wake_outbox(self) -> None:
         self.dispatcher.wake()
 
-    def shared_sql_engine(self) -> Any:
+    def shared_sql_engine(self, *, reads_only: bool = False) -> Any:
         """The async SQLAlchemy engine on Signoff's database, for a front end whose library
         keeps its own tables there (slack_sdk's Slack installation and OAuth state stores,
-        tables made by migration 0005). Typed ``Any``: nothing outside the store names
+        tables made by migration 0005): its transactions take SQLite's write lock when they
+        begin, as the library's read-then-write ones need. ``reads_only``: one whose
+        transactions never wait for that lock (SQLite's WAL lets a read run beside a write),
+        for queries that only read. Typed ``Any``: nothing outside the store names
         SQLAlchemy."""
-        return self.db.writing_engine()
+        return self.db.engine if reads_only else self.db.writing_engine()
 
     def before_close(self, work: Callable[[], Awaitable[None]]) -> None:
         """A front end's follow-up work to finish when the engine stops: awaited once its loops

@@ -63,7 +63,12 @@ def install(app: web.Application, engine: Engine) -> None:
     workspaces: Workspaces | None = None
     if config.oauth:  # the configuration refused OAuth without server.secretKey
         seal = TokenSeal(engine.config.server.secret_key)
-        store = SealedInstallationStore(config.client_id, engine.shared_sql_engine(), seal)
+        store = SealedInstallationStore(
+            config.client_id,
+            engine.shared_sql_engine(),
+            seal,
+            reader=engine.shared_sql_engine(reads_only=True),
+        )
         workspaces = Workspaces(lambda: engine.config, store)
     api = SlackApi(config, engine.config.proxies, workspaces)
     background = Background()

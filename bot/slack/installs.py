@@ -69,9 +69,13 @@ def split_target(target: str) -> tuple[str | None, str]:
 class SealedInstallationStore(AsyncSQLAlchemyInstallationStore):
     """slack_sdk's store on Signoff's database, tokens sealed at rest."""
 
-    def __init__(self, client_id: str, engine: Any, seal: TokenSeal) -> None:
+    def __init__(self, client_id: str, engine: Any, seal: TokenSeal, *, reader: Any = None) -> None:
         super().__init__(client_id, engine, logger=log)
         self.seal = seal
+        # Our own reads (a bot token for each Web API call) on an engine whose transactions do
+        # not take SQLite's write lock (``Engine.shared_sql_engine(reads_only=True)``): on the
+        # writing one every Slack call queued for that lock behind every decision's commit.
+        self.reader = reader if reader is not None else engine
 
     def _sealed(self, entity: Any, names: tuple[str, ...]) -> Any:
         out = copy.copy(entity)
@@ -157,7 +161,7 @@ class SealedInstallationStore(AsyncSQLAlchemyInstallationStore):
             .order_by(c.installed_at.desc())
             .limit(1)
         )
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             rows = (await conn.execute(query)).mappings().all()
         if not rows:
             return None
@@ -174,7 +178,7 @@ class SealedInstallationStore(AsyncSQLAlchemyInstallationStore):
             .where(c.bot_token.is_not(None))
             .distinct()
         )
-        async with self.engine.connect() as conn:
+        async with self.reader.connect() as conn:
             return sorted(str(t) for (t,) in (await conn.execute(query)).all() if t)
 
 

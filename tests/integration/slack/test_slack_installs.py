@@ -1,8 +1,12 @@
 """The Slack installation and OAuth state stores on Signoff's database (SQLite, and PostgreSQL
 when configured): tokens sealed at rest and bound to their workspace, used states gone, people
-mapped per workspace."""
+mapped per workspace, and a token read beside a commit in progress."""
 
 from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
 
 import pytest
 import sqlalchemy as sa
@@ -12,6 +16,7 @@ from bot.slack.installs import NotInstalled, SealedInstallationStore, Workspaces
 from bot.slack.oauth import SweptStateStore
 from bot.slack.sealed import TokenSeal, Unsealed
 from engine.adapters.store.db import Database
+from engine.adapters.store.migrate import upgrade_to_head
 from engine.config import parse_config
 
 KEY = "a-secret-key-of-at-least-32-characters!"
@@ -60,6 +65,37 @@ async def test_tokens_are_sealed_in_the_rows_and_open_for_their_workspace(
         values = repr([dict(r) for r in rows])
     assert "xoxb-" not in values and "xoxp-" not in values
     assert values.count("sealed1:") == 4
+
+
+async def test_a_token_is_read_while_another_connection_holds_the_write_lock(
+    sqlite_url: str,
+) -> None:
+    """Every Web API call in OAuth mode reads its workspace's token: on SQLite that read must
+    not queue for the write lock behind a commit (it waited up to busy_timeout, 10 s, when the
+    store's reads began IMMEDIATE)."""
+    await upgrade_to_head(sqlite_url)
+    database = Database(sqlite_url)
+    try:
+        store = SealedInstallationStore(
+            "1.2", database.writing_engine(), TokenSeal(KEY), reader=database.engine
+        )
+        await store.async_save(installation(T1, "xoxb-acme-token"))
+        path = sqlite_url.partition(":///")[2]
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # a writer mid-commit, for as long as the reads take
+        try:
+            began = time.monotonic()
+            async with asyncio.timeout(5):
+                bot = await store.bot_of_team(T1)
+                teams = await store.teams()
+            took = time.monotonic() - began
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert bot is not None and bot.bot_token == "xoxb-acme-token" and teams == [T1]
+        assert took < 5  # the busy wait is 10 s: a read that queued would not be here
+    finally:
+        await database.dispose()
 
 
 async def test_a_sealed_token_moved_clear_or_under_another_key_does_not_open(
