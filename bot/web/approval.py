@@ -21,6 +21,7 @@ request (``bot.web.live``): ``state_of`` renders its live parts for the page and
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -155,6 +156,19 @@ def page_url(request_id: str, link: ApprovalLink | None, *, suffix: str = "") ->
     return f"{base}?{link.query}" if link else base
 
 
+def events_url(takeover: TakeoverRequest, viewer: Viewer) -> str:
+    """The page's live stream, told what the page shows (``seen``) so that it sends only what
+    changes after: a card swapped for its own copy as the page opens would take the button
+    from under a first click, and the reason's focus with it."""
+    url = page_url(takeover.id, viewer.link, suffix="/events")
+    return f"{url}{'&' if viewer.link else '?'}seen={version_of(takeover, viewer)}"
+
+
+def version_of(takeover: TakeoverRequest, viewer: Viewer) -> str:
+    """A short digest of what the page's live parts are rendered from (time aside)."""
+    return hashlib.blake2b(repr((takeover, viewer.use)).encode(), digest_size=8).hexdigest()
+
+
 async def state_of(
     request: web.Request, takeover: TakeoverRequest, viewer: Viewer, now: datetime
 ) -> dict[str, Any]:
@@ -198,7 +212,7 @@ async def show(
         status=status or where.status,
         problem=problem,
         viewer=viewer,
-        events_url=page_url(request_id, viewer.link, suffix="/events") if live else None,
+        events_url=events_url(takeover, viewer) if live else None,
         **await state_of(request, takeover, viewer, now),
     )
 

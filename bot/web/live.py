@@ -8,7 +8,8 @@ says how a stream paces, beats and ends).
 The stream is refused exactly like the page: the same viewer (the signed link in its query, the
 same query as the page's, or the console session) and the same rule of who may see the request;
 a viewer the page would show only that the request exists gets no stream (401 without anyone
-signed in, 403 otherwise). One stream per page; it closes when the request ends.
+signed in, 403 otherwise). One stream per page; it closes when the request ends. The page's
+``seen`` (``bot.web.approval.events_url``) says what it shows, so its stream sends only changes.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from aiohttp import web
 from bot.console.context import page_context
 from bot.console.pages import fragment
 from bot.console.streams import EventStream, new_response, stream
-from bot.web.approval import is_live, state_of, viewer_of
+from bot.web.approval import is_live, state_of, version_of, viewer_of
 from engine.domain.errors import Forbidden, NotFound
 from engine.domain.model import TakeoverRequest
 
@@ -48,6 +49,8 @@ async def approval_events(request: web.Request) -> web.StreamResponse:
     async def follow(out: EventStream) -> None:
         nonlocal viewer, takeover
         shown: TakeoverRequest | None = None
+        if request.query.get("seen") == version_of(takeover, viewer):
+            shown = takeover  # the page shows it already
         while True:
             now = engine.clock.now()
             live = is_live(takeover, now)

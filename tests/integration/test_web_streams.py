@@ -6,6 +6,8 @@ and that they close when the request ends or their time is up."""
 from __future__ import annotations
 
 import asyncio
+import html
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -188,7 +190,7 @@ async def test_the_approval_stream_is_refused_like_the_page(api: Api) -> None:
     assert (await api.client.get(path)).status == 403  # a session that may not see it
 
     page = await (await api.client.get(link_path(api.client, request, "bob"))).text()
-    assert f'data-events="{bob.replace("&", "&amp;")}"' in page  # the page's own link
+    assert f'data-events="{bob.replace("&", "&amp;")}&amp;seen=' in page  # the page's own link
 
 
 async def test_the_approval_stream_follows_a_denial_elsewhere_and_ends(api: Api) -> None:
@@ -217,6 +219,21 @@ async def test_the_approval_stream_follows_a_denial_elsewhere_and_ends(api: Api)
     page = await (await api.client.get(bob)).text()
     assert "Denied by carol 2 min ago: the order was" in page
     assert "data-events" not in page and "/static/live.js" not in page  # nothing to follow
+
+
+async def test_the_pages_own_stream_sends_only_what_changed_since_the_page(api: Api) -> None:
+    request = await _park(api, "refund-demo")
+    page = await (await api.client.get(link_path(api.client, request, "bob"))).text()
+    own = re.search(r'data-events="([^"]+)"', page)
+    assert own is not None
+    stream = await api.client.get(html.unescape(own[1]))
+    assert stream.status == 200  # it has read the request the page shows, and sent nothing
+
+    await deny_over_api(api, request, "carol", "cancelled")
+    events = await read_events(stream, until="end")
+    states = [d for e, d in events if e == "replace" and d.startswith('<div id="approval-state"')]
+    assert len(states) == 1 and "Denied by carol" in states[0]  # not first the card it had
+    assert events[-1] == ("end", "denied")
 
 
 async def test_the_approval_stream_says_when_the_request_expired(api: Api) -> None:
