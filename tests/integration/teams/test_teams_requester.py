@@ -4,6 +4,8 @@ in their personal chat with the bot when the card went only to the approvers' ch
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from teamsharness import CHANNEL, Teams, aad, assert_valid_card, running_teams, subscribed, texts
 
@@ -111,3 +113,28 @@ async def test_a_card_only_in_personal_chats_tells_the_requester_in_theirs(teams
     assert len(teams.connector.posts(chat_of("dave"))) == before + 1
     # Bob's own chat shows the decision on his card, and no notice.
     assert len(teams.connector.posts(chat_of("bob"))) == 2  # greeting, card
+
+
+async def test_a_requester_who_never_added_the_bot_is_logged_and_nothing_waits(
+    teams: Teams, caplog: pytest.LogCaptureFixture
+):
+    caplog.set_level(logging.WARNING, logger="bot.teams")
+    await teams.install(chat_of("bob"), kind="personal", by="bob")
+    run_id, request_id = await start(teams, "direct", "T-3")
+    await teams.connector.wait_for(lambda c: len(c.posts(chat_of("bob"))) >= 2)
+    bob = Principal(name="bob", role=Role.APPROVER, person="bob")
+    await teams.engine.approvals.grant(request_id, bob, release=True)
+    await wait_status(teams.engine, run_id, RunStatus.COMPLETED)
+
+    async def done() -> list:
+        rows = await teams.engine.store.outbox_messages(run_id=run_id)
+        found = [status for r, status, _ in rows if r.channel == "teams:@dave"]
+        return found if "pending" not in found else []
+
+    assert await wait_for(done) == ["sent"]  # done, not retried: dave has no chat to go to
+    (line,) = [m for m in caplog.messages if m.startswith("teams: dave ")]
+    assert line == (
+        "teams: dave has no personal chat with the bot (never added it), so the outcome of "
+        f"request {request_id} did not reach them"
+    )
+    assert teams.connector.posts(chat_of("dave")) == []
