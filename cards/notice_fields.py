@@ -77,14 +77,16 @@ def request_notice_fields(
     payload: Mapping[str, Any],
     mentions: Mentions,
 ) -> dict[str, Any]:
-    """The fields of a notice about ``request`` (a kind in ``REQUEST_NOTICES``)."""
+    """The fields of a notice about ``request`` (a kind in ``REQUEST_NOTICES``). A decision or
+    expiry queued with ``requester`` (``engine.domain.notify.card_changed``) mentions them."""
     if kind == NoticeKind.DECISION:
-        return decision_fields(request, view, payload)
+        return {**decision_fields(request, view, payload), **_requester(payload, mentions)}
     if kind == NoticeKind.EXPIRED:
         return {
             "expired_at": request.decided_at or request.expires_at,
             "timeout_behavior": request.timeout_behavior.value,
             "title": view.title,
+            **_requester(payload, mentions),
         }
     if kind == NoticeKind.REMINDER:
         voted = {v.person for v in request.votes}
@@ -104,6 +106,14 @@ def request_notice_fields(
             "approval_url": view.approval_url,
         }
     raise ValueError(f"{kind} is not a notice about a request")
+
+
+def _requester(payload: Mapping[str, Any], mentions: Mentions) -> dict[str, Mention]:
+    """``{"requester": <mention>}`` when the payload names the person who asked and the
+    channel can mention them; else nothing."""
+    person = payload.get("requester")
+    found = mentions([person]) if isinstance(person, str) and person else []
+    return {"requester": found[0]} if found else {}
 
 
 def queued_decision(

@@ -61,6 +61,7 @@ class DecisionNotice:
     title: str | None = None  # the approval's title, to tie the notice to its card
     quorum: str | None = None  # e.g. "1 of 2 approvals" while a quorum is incomplete
     already_decided: bool = False  # the clicker lost: ``actor`` had already decided it
+    requester: Mention | None = None  # who asked, told how their request ended (mentioned)
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class ExpiredNotice:
     expired_at: datetime
     timeout_behavior: str = "auto-reject"  # "auto-reject" | "auto-approve"
     title: str | None = None
+    requester: Mention | None = None  # who asked, told their request expired (mentioned)
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,7 @@ class Engine:
                 ids=self.ids,
                 expand_people=config.expand_people,
                 expand_channels=config.expand_channels,
+                requester_channels=config.requester_channels,
                 call_python=self.tools.call,
                 default_approvers=config.approvers,
                 sampler=self.sampler,
@@ -325,6 +326,7 @@ class Engine:
         services = self.interpreter.s
         services.expand_people = config.expand_people
         services.expand_channels = config.expand_channels  # groups: as they are now
+        services.requester_channels = config.requester_channels  # people: as they are now
         services.default_approvers = config.approvers
         self.workflows.check_stored = config.stored_tool_problems  # tools: as they were
         self.tokens.forget()

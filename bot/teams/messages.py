@@ -117,7 +117,8 @@ async def notice_message(engine: Engine, record: OutboxRecord) -> Outgoing | Non
     {requestId, status, votes, takenOver?}; ``expired`` {requestId}; ``step_result`` {runId,
     stepId, ok, output|error}; ``confidence`` {runId, stepId, confidence}; ``reminder``
     {requestId, expiresAt, approvers}; ``escalated`` {requestId, people, waitedMinutes}.
-    People named in reminders and escalations are @mentioned."""
+    People named in reminders and escalations, and the requester told of an outcome, are
+    @mentioned."""
     payload = record.payload
     kind = str(payload.get("notice", ""))
     if kind == "step_result":
@@ -130,7 +131,8 @@ async def notice_message(engine: Engine, record: OutboxRecord) -> Outgoing | Non
     view = await approval_view(engine, request)
     notice = NoticeKind(kind)
     data = request_notice_fields(notice, request, view, payload, lambda p: _mentions(engine, p))
-    return _render(kind, data, data.get("mentions", ()))
+    mentioned = data.get("mentions") or ([data["requester"]] if data.get("requester") else [])
+    return _render(kind, data, mentioned)
 
 
 def _render(kind: str, data: dict[str, Any], mentions: Sequence[Mention] = ()) -> Outgoing:

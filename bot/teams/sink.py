@@ -16,7 +16,9 @@ A channel ``teams:@<person>`` is that person's personal chat with the bot (``tea
 own): its card goes to the personal chat stored under their Teams id (they installed the bot).
 Someone without one is not reached: that is logged, and their row is done (the others are rows
 of their own). Of its notices, only reminders and escalations (which ask the person to act)
-are sent there; the decision itself shows on the card.
+are sent there; the decision itself shows on the card. The one other notice a personal chat
+gets is how a request its person made ended (``requester``: ``engine.domain.notify``), sent
+whether or not a card of that request is there.
 
 Every copy of a request's card is updated on a decision (``update_activity``, each in its own
 conversation): a ``card_update`` row of a channel updates the copy posted for that channel,
@@ -32,6 +34,7 @@ unreached, which is logged.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.teams.activities import ConnectorFailure, Outgoing, base_conversation_id
@@ -110,7 +113,9 @@ class TeamsSink:
         if message.kind == "card":
             await self._card_to_person(message, request, name)
         elif message.kind == "notice":
-            if message.payload.get("notice") in PERSONAL_NOTICES:  # else: the card shows it
+            if message.payload.get("requester") == name:  # how their own request ended
+                await self._notice_to_requester(message, name)
+            elif message.payload.get("notice") in PERSONAL_NOTICES:  # else: the card shows it
                 await self._notice_to_person(message)
         else:
             raise DeliveryError(f"unknown message kind {message.kind!r}", permanent=True)
@@ -121,6 +126,29 @@ class TeamsSink:
         """The card into ``name``'s personal chat, or a line in the log saying why not."""
         if await self._posted_cards(message):
             return  # sent before a crash kept it from being marked sent: never post twice
+
+        async def send(reference: dict[str, Any]) -> None:
+            await self._send_copy(message, request, reference, {"person": name})
+
+        await self._in_personal_chat(name, send, f"the card of request {request.id}")
+
+    async def _notice_to_requester(self, message: OutboxRecord, name: str) -> None:
+        """How ``name``'s own request ended, into their personal chat (whether or not its card
+        is there: the requester is seldom one of its approvers)."""
+        outgoing = await notice_message(self.engine, message)
+        if outgoing is None:
+            return
+
+        async def send(reference: dict[str, Any]) -> None:
+            await self.adapter.send(reference, outgoing)
+
+        await self._in_personal_chat(name, send, f"the outcome of request {message.request_id}")
+
+    async def _in_personal_chat(
+        self, name: str, send: Callable[[dict[str, Any]], Awaitable[None]], what: str
+    ) -> None:
+        """``send`` into ``name``'s personal chat with the bot, or a line in the log saying
+        why it could not reach them (a chat that is gone ends the row; others are retried)."""
         person = self.engine.config.people.get(name)
         aad = person.ids.get(PLATFORM) if person is not None else None
         why = "has no teams: id in people:"
@@ -129,15 +157,13 @@ class TeamsSink:
             why = "has no personal chat with the bot (never added it)"
             if chat is not None:
                 try:
-                    await self._send_copy(message, request, chat.reference, {"person": name})
+                    await send(chat.reference)
                     return
                 except ConnectorFailure as exc:
                     if exc.status not in GONE_STATUSES:
                         raise  # retried
                     why = f"has removed the bot from their personal chat (HTTP {exc.status})"
-        log.warning(
-            "teams: %s %s, so the card of request %s did not reach them", name, why, request.id
-        )
+        log.warning("teams: %s %s, so %s did not reach them", name, why, what)
 
     async def _notice_to_person(self, message: OutboxRecord) -> None:
         """A reminder or escalation, beside the card sent to this person's chat."""

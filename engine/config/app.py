@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.config.channels import ChannelSections, channel_warnings
+from engine.config.channels.requester import requester_channels
 from engine.config.connectors import ConnectorConfig
 from engine.config.policies import principal_checker
 from engine.config.reach import node_reach_problems, stored_tool_problems
@@ -67,6 +68,13 @@ class AppConfig(ChannelSections):
         """People named directly or through groups, first occurrence first, without repeats.
         A name that is neither a group nor a person is kept as given."""
         return expand_groups(names, self.groups)
+
+    def requester_channels(
+        self, channels: Iterable[str], requested_by: str | None
+    ) -> tuple[str, ...]:
+        """Where ``requested_by`` is told how a request to ``channels`` ended
+        (``engine.config.channels.requester``)."""
+        return requester_channels(channels, requested_by, self.people)
 
     def is_admin(self, person: str) -> bool:
         """``engine.domain.approvers.is_admin``: the one rule for who is an admin."""

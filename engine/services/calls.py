@@ -164,6 +164,8 @@ class HeldCalls:
                 self.wake()
             return await self.view(run.id)
         request = self._request(new, decision, call, connector.name, account, bound, summary)
+        told = self.config.requester_channels(request.channels, request.requested_by)
+        request = notify.with_requester(request, told)
         run, created = await self.store.create_run(
             dataclasses.replace(new, status=RunStatus.WAITING),
             now,

@@ -43,6 +43,11 @@ class Services:
     expand_channels: Callable[[Sequence[str], Sequence[str]], tuple[str, ...]] = (
         lambda channels, _: tuple(channels)
     )
+    # (channels after expansion, who started the run) -> where they are told the outcome
+    # (``engine.config.channels.requester``): the person who asked, in their words.
+    requester_channels: Callable[[Sequence[str], str | None], tuple[str, ...]] = (
+        lambda channels, who: ()
+    )
     sampler: Sampler | None = None
     gate: StepGate | None = None
     wake: Callable[[], None] = lambda: None  # runs became ready

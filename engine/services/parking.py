@@ -88,6 +88,8 @@ class Parking(RunWriter):
             escalate_to=s.expand_people(node.escalate_to),
             written=(*names, *node.escalate_to),
         )
+        told = s.requester_channels(request.channels, request.requested_by)
+        request = notify.with_requester(request, told)
         events = [] if self._is_started(node, step) else [self._started(node)]
         events += [
             takeover_requested(request),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.domain.model import RunStatus, TakeoverKind
+from engine.domain.model import Role, RunStatus, TakeoverKind
 from tests.support.api import running_api
 from tests.support.clock import ManualClock
 from tests.support.engines import wait_for, wait_status
@@ -198,6 +198,40 @@ async def test_denial_reason_reaches_the_agent(api):
     }
     await wait_status(api.engine, body["executionId"], RunStatus.FAILED)
     assert await api.engine.store.ledger(run_id=body["executionId"]) == []
+
+
+async def test_the_person_of_the_agents_token_is_told_the_outcome(api):
+    """An agent's token tied to dave: dave is told in the card's channel how the call ended
+    (``engine.domain.notify``); GET /v1/calls says the same to the agent."""
+    await api.token("dave-agent", Role.AGENT, "dave")
+    _, body = await api.call("POST", "/v1/calls", as_="dave-agent", json=REFUND)
+    (request,) = await _policy_requests(api)
+    assert request.requested_by == "dave"
+    assert request.details["requester"] == {"person": "dave", "channels": ["slack:C0FINANCE"]}
+    status, _ = await api.call(
+        "POST",
+        f"/v1/runs/{body['executionId']}/takeover/{body['requestId']}/deny",
+        as_="carol",
+        json={"notes": "not this order"},
+    )
+    assert status == 200
+    final = await _final(api, body["executionId"], as_="dave-agent")
+    assert (final["status"], final["reason"], final["decidedBy"]) == (
+        "denied",
+        "not this order",
+        "carol",
+    )
+    rows = await api.engine.store.outbox_messages(run_id=body["executionId"])
+    notices = [record.payload for record, _, _ in rows if record.kind == "notice"]
+    assert notices == [
+        {
+            "notice": "decision",
+            "requestId": body["requestId"],
+            "status": "denied",
+            "votes": 0,
+            "requester": "dave",
+        }
+    ]
 
 
 async def test_deciders_exclude_the_caller_and_its_session(api):

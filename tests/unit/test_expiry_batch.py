@@ -55,6 +55,8 @@ async def waiting_on(
         channels=("web", "slack:#ops"),
         decided_by="carol" if decided else None,
         decided_at=CREATED + timedelta(minutes=1) if decided else None,
+        requested_by="dave",  # told in his own chat (engine.domain.notify.REQUESTER)
+        details={notify.REQUESTER: {"person": "dave", "channels": ["slack:@dave"]}},
     )
     await store.create_run(
         NewRun(id="run-1", workflow="pay", input={"amount": 10}, status=RunStatus.WAITING),
@@ -97,3 +99,5 @@ async def test_the_batch_expires_what_expire_expires(
     assert new == [(e.event, e.step_id, e.data) for e in outcome.events]
     assert outcome.back_to_work and run.status == RunStatus.QUEUED
     assert notify.card_changed(swept[0]) == list(outcome.outbox)
+    told = [(m.channel, m.payload["notice"]) for m in outcome.outbox if "requester" in m.payload]
+    assert told == [("slack:@dave", "expired")]

@@ -89,6 +89,7 @@ class ChannelAddress:
     # ``email`` when it looks people up by address); someone with none of them is unreachable.
     # Empty: it reaches places only.
     people: tuple[str, ...] = ()
+    mentions: bool = False  # a message in a shared place can mention a person (requester)
 
     def matches_target(self, target: str) -> bool:
         return self.target is not None and re.fullmatch(self.target, target) is not None
@@ -116,6 +117,7 @@ CHANNEL_ADDRESSES: tuple[ChannelAddress, ...] = (
         ),
         state=slack_state,
         people=("slack", "email"),  # a Slack user is found by id, or looked up by email
+        mentions=True,
     ),
     ChannelAddress(
         "teams",
@@ -123,6 +125,7 @@ CHANNEL_ADDRESSES: tuple[ChannelAddress, ...] = (
         "teams:<conversation name>, teams:@<person or group>, teams:dm",
         state=teams_state,
         people=("teams",),  # a bot can write only to a personal chat stored by AAD object id
+        mentions=True,
     ),
     ChannelAddress("webhook", NAME, "webhook:<name>"),
 )
