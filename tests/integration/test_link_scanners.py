@@ -8,6 +8,7 @@ server."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+
 import pytest
 
 from engine.domain.model import RunStatus, TakeoverRequest, TakeoverStatus
@@ -107,4 +108,3 @@ async def test_a_head_request_answers_like_the_page_without_a_body(api: Api) -> 
     assert await head.read() == b""
     assert head.headers.get("Cache-Control") == get.headers.get("Cache-Control")
     await _nothing_decided(api, request)
-
