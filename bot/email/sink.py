@@ -178,17 +178,18 @@ class EmailSink:
         return Outgoing(content, message_id(message.dedupe_key, domain), root)
 
     async def _request_of(self, message: OutboxRecord) -> TakeoverRequest | None:
-        """The request ``message`` is about: named, or (a step's result, a confidence score)
-        the newest request of its step that was sent to this channel."""
+        """The request ``message`` is about: the one it names, else (a step's result, a
+        confidence score) the run's newest request sent to this channel, whose thread it joins
+        (the request of the step itself first: a gated step's own)."""
         request_id = message.request_id or message.payload.get("requestId")
         if isinstance(request_id, str):
             return await self.engine.queries.get_takeover(request_id)
-        step_id, run_id = message.payload.get("stepId"), message.run_id
-        if not isinstance(step_id, str) or run_id is None:
+        if message.run_id is None:
             return None
-        requests = await self.engine.queries.list_takeovers(run_id=run_id)
-        mine = [r for r in requests if r.step_id == step_id and message.channel in r.channels]
-        return max(mine, key=lambda r: r.created_at) if mine else None
+        requests = await self.engine.queries.list_takeovers(run_id=message.run_id)
+        step = message.payload.get("stepId")
+        mine = [r for r in requests if message.channel in r.channels]
+        return max(mine, key=lambda r: (r.step_id == step, r.created_at), default=None)
 
     async def _view(self, request: TakeoverRequest) -> ApprovalView:
         try:

@@ -57,11 +57,11 @@ def subject_line(text: str, limit: int = SUBJECT_CHARS) -> str:
 
 
 def thread_subject(view: ApprovalView) -> str:
-    """The subject of a request's thread: what is asked ("Approval needed"), its summary and,
-    when the summary does not already say it, the connector's action."""
-    about = view.title
-    if view.connector and view.action and about != f"{view.connector} · {view.action}":
-        about = f"{about} ({view.connector} · {view.action})"
+    """The subject of a request's thread: what is asked ("Approval needed"), its summary (the
+    card's title, else its reason) and the connector's action, when there is one."""
+    action = f"{view.connector} · {view.action}" if view.connector and view.action else None
+    summary = view.title if view.title != action else (view.reason or view.title)
+    about = f"{summary} ({action})" if action and summary != action else summary
     return subject_line(f"{words('STATE')['pending']}: {about}")
 
 
