@@ -57,11 +57,11 @@ def subject_line(text: str, limit: int = SUBJECT_CHARS) -> str:
 
 
 def thread_subject(view: ApprovalView) -> str:
-    """The subject of a request's thread: what is asked ("Approval needed"), its summary (the
-    card's title, else its reason) and the connector's action, when there is one."""
-    action = f"{view.connector} · {view.action}" if view.connector and view.action else None
-    summary = view.title if view.title != action else (view.reason or view.title)
-    about = f"{summary} ({action})" if action and summary != action else summary
+    """The subject of a request's thread: what is asked ("Approval needed"), the card's title
+    and reason (its summary) and the connector's action when neither names it."""
+    about = " — ".join(part for part in (view.title, view.reason) if part)
+    if view.connector and view.action and f"{view.connector} · {view.action}" not in about:
+        about = f"{about} ({view.connector} · {view.action})"
     return subject_line(f"{words('STATE')['pending']}: {about}")
 
 

@@ -113,7 +113,7 @@ class SmtpServer:
 
     # -- aiosmtpd handler hooks ----------------------------------------------------------------
 
-    async def handle_MAIL(  # noqa: N802 (aiosmtpd's hook names)
+    async def handle_MAIL(
         self, server: Any, session: Any, envelope: Any, address: str, options: list[str]
     ) -> str:
         if not _MAILBOX.match(address or ""):
@@ -122,7 +122,7 @@ class SmtpServer:
         envelope.mail_options.extend(options)
         return "250 OK"
 
-    async def handle_RCPT(  # noqa: N802
+    async def handle_RCPT(
         self, server: Any, session: Any, envelope: Any, address: str, options: list[str]
     ) -> str:
         if not _MAILBOX.match(address):
@@ -133,7 +133,7 @@ class SmtpServer:
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         self.attempts += 1
         fault = self._faults.pop(0) if self._faults else None
         if fault is not None and fault.kind == "refuse":
@@ -155,7 +155,7 @@ class SmtpServer:
         self.messages.append(received)
         return "250 2.0.0 queued"
 
-    async def authenticate(
+    def authenticate(
         self, server: Any, session: Any, envelope: Any, mechanism: str, data: Any
     ) -> Any:
         from aiosmtpd.smtp import AuthResult, LoginPassword
@@ -163,7 +163,8 @@ class SmtpServer:
         if not isinstance(data, LoginPassword):
             return AuthResult(success=False, handled=False)
         login, password = data.login.decode(), data.password.decode()
-        return AuthResult(success=self.users.get(login) == password and bool(password))
+        ok = self.users.get(login) == password and bool(password)
+        return AuthResult(success=ok, handled=False, auth_data=login if ok else None)
 
     def release(self) -> None:
         for event in self._hung:
@@ -172,8 +173,7 @@ class SmtpServer:
 
 def _login(session: Any) -> str | None:
     data = getattr(session, "auth_data", None)
-    login = getattr(data, "login", None)
-    return login.decode() if isinstance(login, bytes) else None
+    return data if isinstance(data, str) else None
 
 
 @asynccontextmanager
@@ -207,9 +207,7 @@ async def smtp_server(
             loop=loop,
         )
 
-    server = await loop.create_server(
-        protocol, "127.0.0.1", 0, ssl=tls if implicit_tls else None
-    )
+    server = await loop.create_server(protocol, "127.0.0.1", 0, ssl=tls if implicit_tls else None)
     state.port = server.sockets[0].getsockname()[1]
     try:
         yield state

@@ -55,7 +55,7 @@ async def test_each_approver_gets_the_card_with_their_own_link_and_time_zone(
     msg = alice.message
     assert alice.mail_from == SENDER
     assert msg["From"] == f"Signoff <{SENDER}>" and msg["To"] == "alice@example.com"
-    assert msg["Subject"] == "Approval needed: Refund 12.50 for A-1 (demo-ledger · refund)"
+    assert msg["Subject"] == "Approval needed: demo-ledger · refund — Refund 12.50 for A-1"
     assert msg["Date"] and msg["Auto-Submitted"] == "auto-generated"
     assert msg["In-Reply-To"] is None and msg["References"] is None
     assert msg["Message-ID"].endswith("@signoff.test>")
@@ -116,7 +116,9 @@ async def test_notices_are_replies_in_the_cards_thread(
     assert len(bobs) == 4, kinds
     decision = next(m for m in bobs if m.part("plain").startswith("bob approved"))
     assert decision.message["In-Reply-To"] == root and decision.message["References"] == root
-    assert decision.message["Subject"].startswith("Re: Approval needed: Refund 12.50")
+    assert decision.message["Subject"].startswith(
+        "Re: Approval needed: demo-ledger · refund — Refund"
+    )
     assert "http://signoff.test/approvals/" in decision.part("plain")
     assert "sig=" not in decision.part("plain")  # decided: the page, no longer a signed link
     result = next(m for m in bobs if m.part("plain").startswith("Step pay completed"))
