@@ -127,7 +127,6 @@ CHANNEL_ADDRESSES: tuple[ChannelAddress, ...] = (
         state=teams_state,
         people=("teams",),  # a bot can write only to a personal chat stored by AAD object id
     ),
-    ChannelAddress("webhook", NAME, "webhook:<name>"),
     # ``email:ops@example.com``: that mailbox; ``email:alice``, ``email:@finance``: each
     # person's ``people:`` email; ``email`` alone: each approver's.
     ChannelAddress(
@@ -144,6 +143,7 @@ CHANNEL_ADDRESSES: tuple[ChannelAddress, ...] = (
         bare=True,
         unmarked=True,
     ),
+    ChannelAddress("webhook", NAME, "webhook:<name>"),
 )
 
 
