@@ -41,9 +41,7 @@ class Channel:
         found = config.people.get(person)
         if found is None or self.person_field is None:
             return None
-        if self.person_field == "email":  # a person's mailbox is their own field, not an id
-            return found.email
-        return found.ids.get(self.person_field) or None
+        return found.reached_by(self.person_field)
 
     @property
     def cards(self) -> CardRenderer | None:

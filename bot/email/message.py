@@ -11,7 +11,8 @@ timeout that reached the server sends the same id again, which a mail store file
 Headers are built by ``email.message.EmailMessage`` under the SMTP policy, from values that
 cannot carry a line break: addresses must match ``MAILBOX`` and subjects are one line
 (``cards.email.render.subject_line``); the policy refuses anything else rather than fold it.
-Parts that do not fit SMTP's 1,000-character lines are sent quoted-printable or base64.
+Both parts are sent quoted-printable: ASCII lines of at most 76 characters, so a long argument
+or a non-ASCII name fits SMTP's 1,000-character lines and servers without ``8BITMIME``.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ def build_message(envelope: Envelope, content: Email) -> EmailMessage:
     # RFC 3834: a machine wrote this; auto-responders (out of office) must not answer it.
     msg["Auto-Submitted"] = "auto-generated"
     msg["X-Auto-Response-Suppress"] = "All"  # Exchange's own way of saying the same
-    msg.set_content(content.text)
-    msg.add_alternative(content.html, subtype="html")
+    # Quoted-printable: short ASCII lines whatever the text, for servers without 8BITMIME.
+    msg.set_content(content.text, cte="quoted-printable")
+    msg.add_alternative(content.html, subtype="html", cte="quoted-printable")
     return msg

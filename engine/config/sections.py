@@ -79,6 +79,10 @@ class Person:
     ids: Mapping[str, str] = field(default_factory=lambda: _NO_IDS, hash=False)
     tz: str | None = None  # an IANA time zone (``Europe/Berlin``) times are shown to them in
 
+    def reached_by(self, field: str) -> str | None:
+        """Their ``people:`` field ``field``: their ``email``, or their id on a channel."""
+        return self.email if field == "email" else self.ids.get(field) or None
+
 
 @dataclass(frozen=True)
 class PersonId:

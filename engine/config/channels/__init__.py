@@ -223,7 +223,7 @@ def person_problem(
         hint = suggest(name, [*people, *groups], list_all=False)
         return f"unknown person or group {json.dumps(name)} (people: and groups:){hint}"
     fields = address.people
-    if not any(f in m.ids or (f == "email" and m.email) for m in members for f in fields):
+    if not any(m.reached_by(f) for m in members for f in fields):
         return (
             f"nobody in {name} has {_reachable_by(fields)} in people:, so {channel} would "
             "reach no one"
