@@ -145,10 +145,15 @@ class EmailSink:
         kind = payload.get("notice")
         request = await self._request_of(message)
         if message.kind == "card":
-            assert request is not None, "a card names its request"
+            if request is None:
+                raise DeliveryError("a card that names no request", permanent=True)
             view = await self._view(request)
             link, personal = self._link(request, view, recipient)
-            content = render_email_card(view, link=link, tz=recipient.tz, personal=personal)
+            # Milliseconds of pure Python (up to 20,000 characters of arguments, escaped
+            # twice): in a thread, as the Slack cards are, so the loop keeps answering.
+            content = await asyncio.to_thread(
+                render_email_card, view, link=link, tz=recipient.tz, personal=personal
+            )
             return Outgoing(content, thread_id(request.id, message.channel, domain), None)
         if kind not in {k.value for k in NoticeKind}:
             return None

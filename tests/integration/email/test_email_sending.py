@@ -185,3 +185,19 @@ async def test_email_alone_is_each_approver(migrated_db_url: str, smtp: SmtpServ
         mails = await received(smtp, 2)
     assert sorted(m.rcpt_tos[0] for m in mails) == ["bob@example.com", "dave@example.com"]
     assert {m.message["Subject"] for m in mails} == {"Approval needed: Approve step approve — Go?"}
+
+
+async def test_the_server_is_paced_as_a_whole(migrated_db_url: str, smtp: SmtpServer) -> None:
+    channels = '["email:ops@example.com", "email:audit@example.com"]'
+    more = "minIntervalSeconds: 3600"
+    async with email_api(migrated_db_url, smtp, channels, clock=ManualClock(), more=more) as api:
+        run, _ = await api.engine.runs.start_run("refund", INPUT, AGENT)
+
+        async def one_sent_one_paced() -> list[tuple[str, str | None]] | None:
+            rows = await api.engine.store.outbox_messages(run_id=run.id)
+            cards = sorted((str(status), error) for r, status, error in rows if r.kind == "card")
+            return cards if len(cards) == 2 and cards[1][0] == "sent" and cards[0][1] else None
+
+        (paced, _) = await wait_for(one_sent_one_paced, WAIT)
+    assert paced[0] == "pending" and "minIntervalSeconds" in str(paced[1])
+    assert len(smtp.messages) == 1  # the other waits its turn in the outbox, not in a task
