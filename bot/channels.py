@@ -29,11 +29,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 
 def channels() -> tuple[Channel, ...]:
     """The registered channels, in install order."""
-    from bot import slack, webhook
+    from bot import email, slack, webhook
     from bot import web as web_channel
     from bot.teams import channel as teams
 
-    return (slack.CHANNEL, teams.CHANNEL, web_channel.CHANNEL, webhook.CHANNEL)
+    return (slack.CHANNEL, teams.CHANNEL, web_channel.CHANNEL, webhook.CHANNEL, email.CHANNEL)
 
 
 def __getattr__(name: str) -> tuple[Channel, ...]:

@@ -1,6 +1,6 @@
 """What a channel registers: the one record (``Channel``) each channel package declares.
 
-DESIGN's second seam: a channel (Slack, Teams, web, webhook, and later email) is one package
+DESIGN's second seam: a channel (Slack, Teams, web, webhook, email) is one package
 ``bot/<channel>/`` (with ``cards/<channel>/`` when it shows cards) that declares, in one
 ``CHANNEL`` record, everything the rest of the code needs from it; ``bot.channels`` lists the
 records and nothing else names a channel. What the record holds:
@@ -41,7 +41,7 @@ class Channel:
         found = config.people.get(person)
         if found is None or self.person_field is None:
             return None
-        return found.ids.get(self.person_field) or None
+        return found.reached_by(self.person_field)
 
     @property
     def cards(self) -> CardRenderer | None:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from engine.config.values import Section, Substituted, join, type_name
 from engine.domain.confidence import Estimator
@@ -76,6 +77,11 @@ class Person:
     name: str
     email: str | None = None
     ids: Mapping[str, str] = field(default_factory=lambda: _NO_IDS, hash=False)
+    tz: str | None = None  # an IANA time zone (``Europe/Berlin``) times are shown to them in
+
+    def reached_by(self, field: str) -> str | None:
+        """Their ``people:`` field ``field``: their ``email``, or their id on a channel."""
+        return self.email if field == "email" else self.ids.get(field) or None
 
 
 @dataclass(frozen=True)
@@ -233,7 +239,7 @@ def parse_people(
     owner_of: dict[tuple[str, str], str] = {}
     section = Section(raw, path, problems)
     for name, value in section.data.items():
-        s = Section(value, section.at(name), problems, ("email", *(i.channel for i in ids)))
+        s = Section(value, section.at(name), problems, ("email", "tz", *(i.channel for i in ids)))
         if not name_re.match(name):
             problems.append(f"{s.path}: invalid person name (lowercase letters, digits, _ . -)")
         email = s.text("email") or None
@@ -251,8 +257,25 @@ def parse_people(
             other = owner_of.setdefault((key, value_id), name)
             if other != name:
                 s.error(key, f"same {key} id as {path}.{other}.{key}")
-        people[name] = Person(name=name, email=email, ids=MappingProxyType(found))
+        people[name] = Person(
+            name=name, email=email, ids=MappingProxyType(found), tz=_time_zone(s, "tz")
+        )
     return MappingProxyType(people)
+
+
+def _time_zone(s: Section, key: str) -> str | None:
+    """An IANA time zone name (``Europe/Berlin``) that this machine's zoneinfo knows."""
+    name = s.text(key) or None
+    if name is None:
+        return None
+    try:
+        if len(name) > 64:
+            raise ValueError(name)
+        ZoneInfo(name)
+    except (ValueError, ZoneInfoNotFoundError):
+        s.error(key, f"not a time zone name like Europe/Berlin: {json.dumps(name[:64])}")
+        return None
+    return name
 
 
 def parse_llm(raw: Any, path: str, problems: list[str]) -> LlmConfig:

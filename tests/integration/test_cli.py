@@ -138,7 +138,7 @@ async def test_check_on_the_default_app_yaml_and_a_fresh_database_exits_2(
     code, out, err = await run_cli("check", "--config", str(ROOT / "app.yaml"), env=env)
     assert code == 2, out + err
     assert "config" in out and "ok" in out
-    assert "slack: unset" in out and "teams: unset" in out
+    assert "slack: unset" in out and "teams: unset" in out and "email: unset" in out
     assert "database not migrated: run `signoff migrate`" in out
     assert not (tmp_path / "fresh.db").exists()  # check looks; it does not create
 

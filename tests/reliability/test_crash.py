@@ -14,6 +14,10 @@ Then:
   ``replies``), and a message posted twice (a kill between Slack's post and its record) is
   posted once more per such kill, its copy labelled as replacing an earlier one (the fake Slack Web
   API records every message);
+* no email was lost or doubled: bob's email card of every request arrived (``email:@bob``, a
+  real SMTP server in the test), each with its one ``Message-ID``; a kill between the server's
+  answer and the outbox's record sends that same message again, which a mail store files once;
+  each expiry was a reply in its request's thread;
 * the surviving replicas finished the dead one's leased runs within the lease time (measured
   from the last kill to the last run finishing, bounded by lease + slack), and delivered every
   message it had claimed (the claim lasts as long as the lease; the time from the last kill
@@ -51,6 +55,7 @@ import pytest
 from aiohttp import web
 from sqlalchemy import update
 
+from bot.email.message import thread_id
 from bot.slack.render import REPOSTED_CARD, REPOSTED_NOTICE
 from engine.adapters.store import tables as t
 from engine.domain.model import Role
@@ -65,11 +70,13 @@ from tests.reliability.cluster import (
     start_runs,
 )
 from tests.support.process import Server
+from tests.support.smtp import SmtpServer, smtp_server
 from tests.support.waiting import quiet
 
 LEASE_SECONDS = 5
 WORKERS = 8
 CHANNEL = "C0CRASH"
+MAIL_DOMAIN = "crash.test"
 BOB = "U0BOB0001"
 
 
@@ -132,13 +139,14 @@ async def remote() -> AsyncIterator[Remote]:
         await runner.cleanup()
 
 
-def config(remote: Remote, slack: PeerSlack, channels: int) -> str:
+def config(remote: Remote, slack: PeerSlack, channels: int, smtp: SmtpServer) -> str:
     return f"""\
 people:
   alice: {{email: alice@example.com, slack: U0ALICE01}}
   bob: {{email: bob@example.com, slack: {BOB}}}
 admins: [alice]
 {slack_config(slack)}\
+smtp: {{host: 127.0.0.1, port: {smtp.port}, security: none, from: signoff@{MAIL_DOMAIN}}}
 connectors:
   remote:
     type: http
@@ -160,7 +168,8 @@ def _workflow(i: int) -> str:
          args: {{text: "charging {{{{ input.order }}}}"}}}}
       - {{id: charge, type: connector, connector: remote, action: charge,
          args: {{order: "{{{{ input.order }}}}"}}}}
-      - {{id: approve, type: approval, approvers: [bob], channels: ["slack:{CHANNEL}{i:02d}"],
+      - {{id: approve, type: approval, approvers: [bob],
+         channels: ["slack:{CHANNEL}{i:02d}", "email:@bob"],
          timeoutMinutes: 600, timeoutBehavior: auto-reject, onDeny: expired}}
       - {{id: after, type: connector, connector: demo-ledger, action: refund,
          args: {{order: "{{{{ input.order }}}}"}}, next: end}}
@@ -368,11 +377,11 @@ async def test_killed_replicas_lose_and_double_nothing(
     rng = random.Random(50)
     crash_dir = tmp_path / "crash-points"
     crash_dir.mkdir()
-    async with PeerSlack(post_delay=0.2) as slack:
+    async with PeerSlack(post_delay=0.2) as slack, smtp_server() as smtp:
         cluster = Cluster(
             tmp_path,
             db_url,
-            config(remote, slack, channels),
+            config(remote, slack, channels, smtp),
             replicas=replicas,
             server=f"{{workers: {WORKERS}, leaseSeconds: {LEASE_SECONDS}, pollSeconds: 0.2}}",
         )
@@ -525,6 +534,23 @@ async def test_killed_replicas_lose_and_double_nothing(
         assert reposts <= kills * channels, reposts
         if killed["during card delivery"]:
             assert reposts >= 1  # the kill landed between a post and its record
+        # Email: every request's card reached bob under its one Message-ID, and nothing else
+        # did (a copy sent again after a kill carries the same id); each expiry is a reply.
+        mails: dict[str, list[Any]] = defaultdict(list)
+        for mail in smtp.messages:
+            mails[mail.message_id].append(mail)
+        roots = {r.id: thread_id(r.id, "email:@bob", MAIL_DOMAIN) for r in requests}
+        assert set(roots.values()) <= set(mails), set(roots.values()) - set(mails)
+        for copies in mails.values():  # copies differ in their Date at most
+            assert len({(m.message["Subject"], m.part("plain")) for m in copies}) == 1, copies
+        resent = sum(len(copies) - 1 for copies in mails.values())
+        assert resent <= kills, resent  # each copy after the first follows a kill
+        expired = Counter(
+            copies[0].message["In-Reply-To"]
+            for copies in mails.values()
+            if " with no decision: " in copies[0].part("plain")
+        )
+        assert expired == Counter(roots[r] for r in overdue), expired
         assert takeover_s < LEASE_SECONDS * 4 + 60
         # Each crash point was reached: the hooks are still where the kills are meant to land.
         assert all(killed[mode] for mode in POINTS), killed

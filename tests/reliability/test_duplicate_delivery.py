@@ -1,8 +1,9 @@
 """Duplicate delivery: every Slack button click is delivered four times (at once, spread over
 the replicas, as a retrying proxy or a double-clicking person would). Side effects divided by
 approvals must be exactly 1.000, every delivery is acknowledged, and each card is updated
-once per decision (no duplicate posts). Every Teams ``Action.Execute`` invoke is delivered three
-times likewise: side effects divided by approvals is exactly 1.000 again.
+once per decision (no duplicate posts) and emailed once: one card and one decision reply per
+request, to a real SMTP server, each Message-ID once. Every Teams ``Action.Execute`` invoke is
+delivered three times likewise: side effects divided by approvals is exactly 1.000 again.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tests.fakes.teams import FakeConnector
 from tests.integration.slack.harness import SECRET, block_actions, signed_headers
 from tests.integration.teams.teamsharness import Teams
 from tests.reliability.cluster import TERMINAL, Cluster, size, start_runs
+from tests.support.smtp import SmtpServer, smtp_server
 from tests.support.waiting import quiet
 
 CHANNELS = 8  # Slack paces each channel to about a message a second
@@ -30,13 +32,13 @@ TEAMS_COPIES = 3
 BOB = "U0BOB0001"
 
 
-def config(slack: FakeSlack) -> str:
+def config(slack: FakeSlack, smtp: SmtpServer) -> str:
     flows = "".join(
         f"""\
   pay{i}:
     nodes:
-      - {{id: approve, type: approval, approvers: [bob], channels: ["slack:C0DUP{i:04d}"],
-         timeoutMinutes: 600}}
+      - {{id: approve, type: approval, approvers: [bob],
+         channels: ["slack:C0DUP{i:04d}", "email:@bob"], timeoutMinutes: 600}}
       - {{id: act, type: connector, connector: demo-ledger, action: refund,
          args: {{order: "{{{{ input.order }}}}"}}}}
 """
@@ -49,6 +51,7 @@ people:
 admins: [alice]
 slack: {{botToken: '{slack.token}', signingSecret: '{SECRET}', apiBaseUrl: '{slack.api_url}'}}
 teams: {{insecureLocalDev: true}}  # the test's invokes are unsigned
+smtp: {{host: 127.0.0.1, port: {smtp.port}, security: none, from: signoff@dup.test}}
 workflows:
 {flows}"""
 
@@ -60,12 +63,20 @@ async def slack() -> AsyncIterator[FakeSlack]:
 
 
 @pytest.fixture
-async def cluster(db_url: str, tmp_path: Path, slack: FakeSlack) -> AsyncIterator[Cluster]:
+async def smtp() -> AsyncIterator[SmtpServer]:
+    async with smtp_server() as server:
+        yield server
+
+
+@pytest.fixture
+async def cluster(
+    db_url: str, tmp_path: Path, slack: FakeSlack, smtp: SmtpServer
+) -> AsyncIterator[Cluster]:
     replicas = 1 if db_url.startswith("sqlite") else 3
     c = Cluster(
         tmp_path,
         db_url,
-        config(slack),
+        config(slack, smtp),
         replicas=replicas,
         server="{workers: 8, leaseSeconds: 30, pollSeconds: 0.2}",
     )
@@ -79,7 +90,7 @@ async def cluster(db_url: str, tmp_path: Path, slack: FakeSlack) -> AsyncIterato
 
 
 async def test_each_slack_click_four_times_one_side_effect(
-    cluster: Cluster, slack: FakeSlack
+    cluster: Cluster, slack: FakeSlack, smtp: SmtpServer
 ) -> None:
     n = size(ci=16, full=200)
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30)) as http:
@@ -120,7 +131,16 @@ async def test_each_slack_click_four_times_one_side_effect(
             return runs if all(s in TERMINAL for s in runs.values()) else None
 
         runs = await cluster.wait_until("every run to finish", all_terminal, 60 + n)
+
+        async def mails_settled() -> bool:
+            return not await cluster.outbox_unsent()
+
+        await cluster.wait_until("every email to be sent", mails_settled, 60 + n)
     assert Counter(acks) == Counter({200: n * SLACK_COPIES}), Counter(acks)
+    # Bob's thread of each request: its card, one decision, the step's result; each once.
+    firsts = Counter(m.part("plain").partition(" ")[0] for m in smtp.messages)
+    assert firsts == Counter({"Approval": n, "bob": n, "Step": n}), firsts
+    assert len(set(smtp.message_ids())) == len(smtp.messages) == 3 * n
     assert set(runs.values()) == {"completed"}, Counter(runs.values())
     journal = await cluster.journal_counts()
     approvals = sum(journal[r][("takeover_granted", "approve")] for r in run_ids)

@@ -447,7 +447,7 @@ def test_people_and_group_problems() -> None:
         """
     )
     assert found == [
-        "people.alice.phone: unknown key (expected one of: email, slack, teams)",
+        "people.alice.phone: unknown key (expected one of: email, slack, teams, tz)",
         'people.alice.email: not an email address: "nope"',
         "people.bob.slack: same slack id as people.alice.slack",
         "people.bob.teams: same teams id as people.alice.teams",

@@ -252,10 +252,11 @@ def test_timeout_out_of_range_has_the_exact_message() -> None:
             id="slack-channel",
         ),
         pytest.param(
-            one_node(type="approval", channels=["email:bob"]),
+            one_node(type="approval", channels=["fax:bob"]),
             "workflows.wf.nodes[0].channels[0]: must be web, slack:<channel id>, "
             "slack:@<person or group>, slack:dm, teams:<conversation name>, "
-            'teams:@<person or group>, teams:dm or webhook:<name>, got "email:bob"',
+            "teams:@<person or group>, teams:dm, email:<address>, email:<person or group>, "
+            'email:@<person or group>, email or webhook:<name>, got "fax:bob"',
             id="unknown-channel",
         ),
         pytest.param(

@@ -7,10 +7,12 @@ checked against it (``check_channel``), the stored-workflow JSON schema is built
 (``channel_pattern``), and a channel that needs credentials says which (``channel_warnings``).
 A channel that reaches people in their own chat with the bot (``ChannelAddress.people``: Slack,
 Teams) also takes ``<name>:@<person or group>`` and ``<name>:dm`` (each approver of the
-request); ``person_problem`` refuses a name that is no person or group, or a group nobody of
-which the channel can find; ``expand_channels`` turns both into one ``<name>:@<person>`` per
-person when a request is made, so each person's copy is an outbox channel of its own, posted
-and updated like any other (``addressed_person`` reads the person back).
+request); email also takes its bare name for ``<name>:dm`` and a person or group without the
+"@" (``ChannelAddress.bare``, ``.unmarked``). ``person_problem`` refuses a name that is no
+person or group, or a group nobody of which the channel can find; ``expand_channels`` turns
+them all into one ``<name>:@<person>`` per person when a request is made, so each person's
+copy is an outbox channel of its own, posted and updated like any other (``addressed_person``
+reads the person back).
 Besides the addresses: the ``people:`` fields holding a person's id on a channel
 (``PERSON_IDS``, read into ``Person.ids``) and each channel's own top-level section of
 ``app.yaml`` (``CHANNEL_SECTIONS``; records and parsers in ``.sections``), which ``AppConfig``
@@ -24,26 +26,24 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from engine.config.channels.sections import (
+    CHANNEL_SECTIONS,
     SLACK_TEAM,
+    ChannelSection,
     SlackConfig,
     TeamsConfig,
     WebhookConfig,
     WebhooksConfig,
-    parse_slack,
-    parse_teams,
-    parse_webhooks,
+    bind_problems,
     slack_state,
-    slack_warnings,
-    teams_bind_problem,
     teams_state,
-    teams_warnings,
 )
-from engine.config.sections import Person, PersonId, ServerConfig
+from engine.config.channels.smtp import MAILBOX, SmtpConfig, smtp_state
+from engine.config.sections import Person, PersonId
 from engine.config.values import NAME, suggest
 
 __all__ = [
@@ -54,6 +54,7 @@ __all__ = [
     "ChannelSection",
     "ChannelSections",
     "SlackConfig",
+    "SmtpConfig",
     "TeamsConfig",
     "WebhookConfig",
     "addressed_person",
@@ -90,6 +91,8 @@ class ChannelAddress:
     # Empty: it reaches places only.
     people: tuple[str, ...] = ()
     mentions: bool = False  # a message in a shared place can mention a person (requester)
+    bare: bool = False  # to people: its bare name is ``<name>:dm`` (each approver)
+    unmarked: bool = False  # to people: ``<name>:<person or group>`` needs no "@"
 
     def matches_target(self, target: str) -> bool:
         return self.target is not None and re.fullmatch(self.target, target) is not None
@@ -127,6 +130,22 @@ CHANNEL_ADDRESSES: tuple[ChannelAddress, ...] = (
         people=("teams",),  # a bot can write only to a personal chat stored by AAD object id
         mentions=True,
     ),
+    # ``email:ops@example.com``: that mailbox; ``email:alice``, ``email:@finance``: each
+    # person's ``people:`` email; ``email`` alone: each approver's.
+    ChannelAddress(
+        "email",
+        MAILBOX,
+        "email:<address>, email:<person or group>, email:@<person or group>, email",
+        bad_target=(
+            "email must be an address like ops@example.com, a person or group (with or "
+            "without @) or nothing (each approver), got {target}"
+        ),
+        needs=("Email", "smtp.host and smtp.from"),
+        state=smtp_state,
+        people=("email",),  # a person's own mailbox: their people: email
+        bare=True,
+        unmarked=True,
+    ),
     ChannelAddress("webhook", NAME, "webhook:<name>"),
 )
 
@@ -160,11 +179,19 @@ def _people_address(kind: str) -> ChannelAddress | None:
 
 
 def _personal(channel: str) -> tuple[str, str] | None:
-    """(channel name, target) of an address to people (``@<name>`` or ``dm``), else None."""
+    """(channel name, target) of an address to people, the target as ``@<name>`` or ``dm``
+    (a bare name and an unmarked person read as these), else None."""
     kind, sep, target = channel.partition(":")
-    if not sep or re.fullmatch(_PERSON_TARGET, target) is None:
+    address = _people_address(kind)
+    if address is None:
         return None
-    return (kind, target) if _people_address(kind) is not None else None
+    if not sep:
+        return (kind, EACH_APPROVER) if address.bare else None
+    if re.fullmatch(_PERSON_TARGET, target) is not None:
+        return kind, target
+    if address.unmarked and re.fullmatch(NAME, target) is not None:
+        return kind, f"{PERSONAL}{target}"
+    return None
 
 
 def addressed_person(channel: str) -> str | None:
@@ -199,7 +226,7 @@ def person_problem(
         hint = suggest(name, [*people, *groups], list_all=False)
         return f"unknown person or group {json.dumps(name)} (people: and groups:){hint}"
     fields = address.people
-    if not any(f in m.ids or (f == "email" and m.email) for m in members for f in fields):
+    if not any(m.reached_by(f) for m in members for f in fields):
         return (
             f"nobody in {name} has {_reachable_by(fields)} in people:, so {channel} would "
             "reach no one"
@@ -211,8 +238,9 @@ def each_approver_warnings(channels: Iterable[str], at: Callable[[int], str]) ->
     """``<name>:dm`` addresses of a node that has no approvers (nor project ``approvers:``):
     they load, and reach nobody."""
     return [
-        f"{at(i)}: {channel} sends the card to each approver's direct messages, and there are "
-        "none (the node names no approvers, nor does approvers:), so nobody gets it there"
+        f"{at(i)}: {channel} sends the card to each approver (their direct messages, their "
+        "mailbox), and there are none (the node names no approvers, nor does approvers:), so "
+        "nobody gets it there"
         for i, channel in enumerate(channels)
         if (found := _personal(channel)) is not None and found[1] == EACH_APPROVER
     ]
@@ -255,16 +283,17 @@ def check_channel(channel: str) -> str | None:
     return f"must be {_shapes()}, got {json.dumps(channel)}"
 
 
+def _pattern(a: ChannelAddress) -> str:
+    if a.target is None:
+        return a.name
+    targets = [a.target, *([_PERSON_TARGET] if a.people else []), *([NAME] if a.unmarked else [])]
+    pattern = f"{a.name}:(?:{'|'.join(targets)})"
+    return f"{pattern}|{a.name}" if a.bare else pattern
+
+
 def channel_pattern() -> str:
     """Every valid address as one pattern (unanchored), for the stored-workflow schema."""
-    return "|".join(
-        a.name
-        if a.target is None
-        else f"{a.name}:(?:{a.target}|{_PERSON_TARGET})"
-        if a.people
-        else f"{a.name}:{a.target}"
-        for a in CHANNEL_ADDRESSES
-    )
+    return "|".join(_pattern(a) for a in CHANNEL_ADDRESSES)
 
 
 def channel_warnings(
@@ -277,7 +306,7 @@ def channel_warnings(
         for address in CHANNEL_ADDRESSES:
             if address.needs is None or enabled(address.name):
                 continue
-            if channel.startswith(f"{address.name}:"):
+            if channel.startswith(f"{address.name}:") or (address.bare and channel == address.name):
                 title, keys = address.needs
                 out.append(
                     f"{at(i)}: {title} is not configured ({keys}), so {channel} gets no card"
@@ -289,40 +318,6 @@ def channel_states(section: Callable[[str], object]) -> list[tuple[str, str]]:
     """Each channel that needs credentials, and whether they are set; ``section(name)``: that
     channel's section of the configuration (``AppConfig.channel_sections``)."""
     return [(a.name, a.state(section(a.name))) for a in CHANNEL_ADDRESSES if a.state is not None]
-
-
-@dataclass(frozen=True)
-class ChannelSection:
-    """A channel's own top-level section of ``app.yaml``."""
-
-    channel: str  # the channel it configures: its key in ``AppConfig.channel_sections``
-    key: str  # its YAML key
-    parse: Callable[[Any, str, list[str], ServerConfig], object]  # (raw, path, problems, server)
-    # The targets ``<channel>:<target>`` may name, when the section declares them; such a
-    # section is read before the addresses that name them are checked.
-    targets: Callable[[Any], Collection[str]] | None = None
-    warnings: Callable[[Any], list[str]] = lambda _: []  # what loads but is likely a mistake
-    # Why serving on the address bound (``by`` chose it) is refused, or None.
-    bind_problem: Callable[[Any, str, str], str | None] | None = None
-
-
-CHANNEL_SECTIONS: tuple[ChannelSection, ...] = (
-    ChannelSection("webhook", "webhooks", parse_webhooks, targets=lambda s: s.hooks),
-    ChannelSection("slack", "slack", parse_slack, warnings=slack_warnings),
-    ChannelSection(
-        "teams", "teams", parse_teams, warnings=teams_warnings, bind_problem=teams_bind_problem
-    ),
-)
-
-
-def bind_problems(sections: Mapping[str, object], bound: str, by: str) -> list[str]:
-    """Why the channels' ``sections`` refuse serving on ``bound`` (``by`` chose it)."""
-    return [
-        problem
-        for each in CHANNEL_SECTIONS
-        if each.bind_problem is not None and each.channel in sections
-        if (problem := each.bind_problem(sections[each.channel], bound, by)) is not None
-    ]
 
 
 def target_problem(

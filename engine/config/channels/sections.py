@@ -1,25 +1,29 @@
-"""Each channel's own section of ``app.yaml`` (``slack:``, ``teams:``, ``webhooks:``): its
-record, its parser and what ``signoff check`` and the load warnings say of it. The table that
-lists them is ``engine.config.channels.CHANNEL_SECTIONS``; the rest of the configuration reads
-them through ``AppConfig.channel_sections``."""
+"""Each channel's own section of ``app.yaml`` (``slack:``, ``teams:``, ``webhooks:``, and
+``smtp:`` in ``.smtp``): its record, its parser and what ``signoff check`` and the load warnings
+say of it, and the table that lists them, ``CHANNEL_SECTIONS``; the rest of the configuration
+reads them through ``AppConfig.channel_sections``."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from engine.config.channels.smtp import parse_smtp, smtp_warnings
 from engine.config.sections import ServerConfig, is_loopback
 from engine.config.values import NAME_RE, Section
 
 __all__ = [
+    "CHANNEL_SECTIONS",
     "SLACK_TEAM",
+    "ChannelSection",
     "SlackConfig",
     "TeamsConfig",
     "WebhookConfig",
     "WebhooksConfig",
+    "bind_problems",
     "parse_slack",
     "parse_teams",
     "parse_webhooks",
@@ -303,3 +307,38 @@ def teams_bind_problem(config: TeamsConfig, bound: str, by: str) -> str | None:
         f"listen on loopback only (127.0.0.1, ::1 or localhost), but {by} has it listening on "
         f"{bound}: listen on loopback, or remove teams.insecureLocalDev"
     )
+
+
+@dataclass(frozen=True)
+class ChannelSection:
+    """A channel's own top-level section of ``app.yaml``."""
+
+    channel: str  # the channel it configures: its key in ``AppConfig.channel_sections``
+    key: str  # its YAML key
+    parse: Callable[[Any, str, list[str], ServerConfig], object]  # (raw, path, problems, server)
+    # The targets ``<channel>:<target>`` may name, when the section declares them; such a
+    # section is read before the addresses that name them are checked.
+    targets: Callable[[Any], Collection[str]] | None = None
+    warnings: Callable[[Any], list[str]] = lambda _: []  # what loads but is likely a mistake
+    # Why serving on the address bound (``by`` chose it) is refused, or None.
+    bind_problem: Callable[[Any, str, str], str | None] | None = None
+
+
+CHANNEL_SECTIONS: tuple[ChannelSection, ...] = (
+    ChannelSection("webhook", "webhooks", parse_webhooks, targets=lambda s: s.hooks),
+    ChannelSection("slack", "slack", parse_slack, warnings=slack_warnings),
+    ChannelSection(
+        "teams", "teams", parse_teams, warnings=teams_warnings, bind_problem=teams_bind_problem
+    ),
+    ChannelSection("email", "smtp", parse_smtp, warnings=smtp_warnings),
+)
+
+
+def bind_problems(sections: Mapping[str, object], bound: str, by: str) -> list[str]:
+    """Why the channels' ``sections`` refuse serving on ``bound`` (``by`` chose it)."""
+    return [
+        problem
+        for each in CHANNEL_SECTIONS
+        if each.bind_problem is not None and each.channel in sections
+        if (problem := each.bind_problem(sections[each.channel], bound, by)) is not None
+    ]
