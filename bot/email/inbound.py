@@ -8,7 +8,8 @@ refusing any other recipient at ``RCPT`` (550: it is no relay and no mailbox). F
   other: a bounce (empty envelope sender), ``Auto-Submitted`` other than ``no`` (out-of-office
   replies, Signoff's own answers), ``Precedence: bulk/junk/list``, a ``List-Id``;
 * the ``From:`` address must be the recipient's own ``email:`` in ``people:``: a reply address
-  forwarded to someone else decides nothing;
+  forwarded to someone else decides nothing (and a sender who is nobody's mailbox in
+  ``people:`` is not answered either: the server writes to no stranger);
 * the first word of the text decides (``bot.email.replies``), through the same path as the
   recipient's signed link (``engine.services.links.ApprovalLinks.decide``): the same rules of who
   may decide, and the same single use, so a reply and a click of that person's link count once;
@@ -27,7 +28,7 @@ import hashlib
 import html
 import logging
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from email import policy
 from email.message import EmailMessage
@@ -68,13 +69,11 @@ class Answer:
 
 @dataclass(frozen=True)
 class ReplyDesk:
-    """What the server needs of the engine: the reply addresses, the people's names and
-    mailboxes, a request by id, and deciding as a person through their single-use link."""
+    """What the server needs of the engine: the reply addresses, the people's mailboxes,
+    deciding as a person through their single-use link, and sending an answer."""
 
     addresses: ReplyAddresses
-    people: Callable[[], Iterable[str]]
-    email_of: Callable[[str], str | None]
-    request: Callable[[str], Awaitable[TakeoverRequest]]
+    mailboxes: Callable[[], Mapping[str, str]]  # person -> their people: email, as it stands
     decide: Callable[[ReplyAddress, str, str | None], Awaitable[TakeoverRequest]]
     answer: Callable[[Answer], Awaitable[None]]
 
@@ -88,7 +87,7 @@ class InboundHandler:
     async def handle_RCPT(
         self, server: Any, session: Any, envelope: Any, address: str, rcpt_options: list[str]
     ) -> str:
-        if self.desk.addresses.read(address, self.desk.people()) is None:
+        if self.desk.addresses.read(address, self.desk.mailboxes()) is None:
             return "550 5.1.1 No such mailbox here"
         if len(envelope.rcpt_tos) >= MAX_RECIPIENTS:
             return "452 4.5.3 Too many recipients"
@@ -102,16 +101,20 @@ class InboundHandler:
             log.info("inbound mail from %r dropped: it answers itself", envelope.mail_from)
             return "250 OK: not answered (automatic mail)"
         for rcpt in envelope.rcpt_tos:
-            address = self.desk.addresses.read(rcpt, self.desk.people())
+            address = self.desk.addresses.read(rcpt, self.desk.mailboxes())
             if address is not None:  # people: may have changed since RCPT
                 await self._reply(address, message, envelope.original_content)
         return "250 OK"
 
     async def _reply(self, address: ReplyAddress, message: EmailMessage, raw: bytes) -> None:
         sender = _sender(message)
-        if sender is None:
-            log.info("a reply for %s has no single From: address", address.request_id)
-            return  # nobody to answer, and nobody to decide as
+        known = {m.casefold() for m in self.desk.mailboxes().values()}
+        if sender is None or sender.casefold() not in known:
+            # Nobody to decide as, and nobody Signoff writes to: answering any sender would
+            # make this server a way to send mail to strangers.
+            log.info("a reply for %s from %r is not from a person's mailbox", address.request_id,
+                     sender)  # fmt: skip
+            return
         text = await self._outcome(address, sender, message)
         subject = _one_line(str(message.get("Subject", "")))
         message_id = _one_line(str(message.get("Message-ID", ""))) or None
@@ -129,7 +132,7 @@ class InboundHandler:
 
     async def _outcome(self, address: ReplyAddress, sender: str, message: EmailMessage) -> str:
         """What the reply did, in the words its answer says it."""
-        own = self.desk.email_of(address.person)
+        own = self.desk.mailboxes().get(address.person)
         if own is None or sender.casefold() != own.casefold():
             return (
                 "Replies to this address are accepted only from the mailbox the approval "

@@ -8,6 +8,10 @@ reply to it (``In-Reply-To`` and ``References``, subject "Re: <the card's subjec
 ``Message-ID`` of its own derived from its outbox dedupe key (``message_id``): a retry after a
 timeout that reached the server sends the same id again, which a mail store files once.
 
+A reply to decide (``smtp.inbound``) goes to ``Reply-To``, the recipient's signed reply address
+(``bot.email.reply_addresses``); Signoff's answer to such a reply is text alone, in the reply's
+own thread, marked ``Auto-Submitted: auto-replied``.
+
 Headers are built by ``email.message.EmailMessage`` under the SMTP policy, from values that
 cannot carry a line break: addresses must match ``MAILBOX`` and subjects are one line
 (``cards.email.render.subject_line``); the policy refuses anything else rather than fold it.
@@ -54,12 +58,14 @@ class Envelope:
     message_id: str
     in_reply_to: str | None  # the thread's root, for every message but the card
     date: datetime
+    reply_to: str | None = None  # the recipient's signed reply address (reply to decide)
+    answering: bool = False  # an answer to a reply (RFC 3834 "auto-replied")
 
 
 def build_message(envelope: Envelope, content: Email) -> EmailMessage:
     """The message for ``envelope`` with ``content``; ``ValueError`` for an address that is not
     a plain mailbox."""
-    for address in (envelope.sender, envelope.recipient):
+    for address in (envelope.sender, envelope.recipient, envelope.reply_to or envelope.sender):
         if not MAILBOX_RE.match(address):
             raise ValueError(f"not a plain email address: {address[:100]!r}")
     msg = EmailMessage(policy=SMTP)
@@ -71,13 +77,16 @@ def build_message(envelope: Envelope, content: Email) -> EmailMessage:
     msg["Subject"] = subject
     msg["Date"] = format_datetime(envelope.date)
     msg["Message-ID"] = envelope.message_id
+    if envelope.reply_to is not None:
+        msg["Reply-To"] = Address(SENDER_NAME, addr_spec=envelope.reply_to)
     if envelope.in_reply_to is not None:
         msg["In-Reply-To"] = envelope.in_reply_to
         msg["References"] = envelope.in_reply_to
     # RFC 3834: a machine wrote this; auto-responders (out of office) must not answer it.
-    msg["Auto-Submitted"] = "auto-generated"
+    msg["Auto-Submitted"] = "auto-replied" if envelope.answering else "auto-generated"
     msg["X-Auto-Response-Suppress"] = "All"  # Exchange's own way of saying the same
     # Quoted-printable: short ASCII lines whatever the text, for servers without 8BITMIME.
     msg.set_content(content.text, cte="quoted-printable")
-    msg.add_alternative(content.html, subtype="html", cte="quoted-printable")
+    if content.html:  # an answer to a reply is text alone
+        msg.add_alternative(content.html, subtype="html", cte="quoted-printable")
     return msg

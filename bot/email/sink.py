@@ -10,7 +10,8 @@ approval page's plain link, which asks whoever opens it to sign in, unless the m
 person's, who then gets their own link. Times are shown in the recipient's ``people:`` ``tz``.
 
 What each outbox message becomes: a card is the thread's first message; a notice is a reply
-in it (``bot.email.message``); a card update sends nothing, since a sent email cannot change
+in it (``bot.email.message``); an answer to a reply to decide (``bot.email.answers``) is a
+reply in that reply's thread; a card update sends nothing, since a sent email cannot change
 and the decision's own notice, queued with every update (``engine.domain.notify``), is the
 reply that says what happened.
 
@@ -26,12 +27,15 @@ import logging
 import ssl
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import aiosmtplib
 
 from bot.api.views import approval_url
+from bot.email.answers import ANSWER, answer_of
 from bot.email.message import Envelope, build_message, message_id, thread_id
+from bot.email.reply_addresses import ReplyAddresses
 from cards.email.render import Email, render_email_card, render_email_notice, thread_subject
 from cards.notice_fields import (
     REQUEST_NOTICES,
@@ -66,6 +70,7 @@ class Outgoing:
     content: Email
     message_id: str
     in_reply_to: str | None
+    reply_to: str | None = None  # the recipient's reply address, when a reply decides
 
 
 class EmailSink:
@@ -85,6 +90,10 @@ class EmailSink:
         self.smtp = smtp
         self.links = links
         self.tls_context = tls_context  # None: the system's trusted CAs, hostnames checked
+        inbound = smtp.inbound
+        self.replies = (
+            None if inbound is None else ReplyAddresses(links.signer, inbound.local, inbound.domain)
+        )
         self._pacing = asyncio.Lock()
         self._next_send = 0.0  # loop time before which the server gets nothing more
 
@@ -93,11 +102,14 @@ class EmailSink:
             raise DeliveryError("smtp: is not configured (host and from)", permanent=True)
         if message.kind == "card_update":
             return  # the decision's notice is the reply (module docstring)
-        if message.kind not in ("card", "notice"):
+        if message.kind not in ("card", "notice", ANSWER):
             raise DeliveryError(f"unknown message kind {message.kind!r}", permanent=True)
         try:
             recipient = self.recipient(message.channel)
-            outgoing = await self.compose(message, recipient)
+            if message.kind == ANSWER:
+                outgoing: Outgoing | None = Outgoing(*answer_of(message, self.smtp.from_domain))
+            else:
+                outgoing = await self.compose(message, recipient)
         except NotFound as exc:
             raise DeliveryError(exc.message, permanent=True) from exc
         except DeliveryError:
@@ -112,6 +124,8 @@ class EmailSink:
             message_id=outgoing.message_id,
             in_reply_to=outgoing.in_reply_to,
             date=self.engine.clock.now(),
+            reply_to=outgoing.reply_to,
+            answering=message.kind == ANSWER,
         )
         try:
             mail = build_message(envelope, outgoing.content)
@@ -149,12 +163,17 @@ class EmailSink:
                 raise DeliveryError("a card that names no request", permanent=True)
             view = await self._view(request)
             link, personal = self._link(request, view, recipient)
+            reply_to = self._reply_to(request, recipient, personal)
             # Milliseconds of pure Python (up to 20,000 characters of arguments, escaped
             # twice): in a thread, as the Slack cards are, so the loop keeps answering.
             content = await asyncio.to_thread(
-                render_email_card, view, link=link, tz=recipient.tz, personal=personal
+                partial(render_email_card, replies=reply_to is not None),
+                view,
+                link=link,
+                tz=recipient.tz,
+                personal=personal,
             )
-            return Outgoing(content, thread_id(request.id, message.channel, domain), None)
+            return Outgoing(content, thread_id(request.id, message.channel, domain), None, reply_to)
         if kind not in {k.value for k in NoticeKind}:
             return None
         notice_kind = NoticeKind(str(kind))
@@ -169,18 +188,24 @@ class EmailSink:
             fields = {**confidence_fields(payload), "agent": run.agent}
         else:
             fields = step_result_fields(payload, message.run_id)
-        link = None
+        link, reply_to = None, None
         if request is not None and thread is not None:
-            link = self._link(request, thread, recipient)[0]
+            link, personal = self._link(request, thread, recipient)
+            reply_to = self._reply_to(request, recipient, personal)
             if "approval_url" in fields:
                 fields["approval_url"] = link
         notice = NOTICES[notice_kind](**fields)
         subject = f"Re: {thread_subject(thread)}" if thread is not None else None
         content = render_email_notice(
-            f"notice_{notice_kind.value}", notice, tz=recipient.tz, link=link, subject=subject
+            f"notice_{notice_kind.value}",
+            notice,
+            tz=recipient.tz,
+            link=link,
+            subject=subject,
+            replies=reply_to is not None,
         )
         root = thread_id(request.id, message.channel, domain) if request is not None else None
-        return Outgoing(content, message_id(message.dedupe_key, domain), root)
+        return Outgoing(content, message_id(message.dedupe_key, domain), root, reply_to)
 
     async def _request_of(self, message: OutboxRecord) -> TakeoverRequest | None:
         """The request ``message`` is about: the one it names, else (a step's result, a
@@ -220,6 +245,15 @@ class EmailSink:
         if person is not None and not request.is_final and person in self.links.deciders(request):
             return self.links.url(request, person), True
         return view.approval_url, False
+
+    def _reply_to(
+        self, request: TakeoverRequest, recipient: Recipient, personal: bool
+    ) -> str | None:
+        """The recipient's reply address, when a reply from them can decide the request: reply
+        to decide is on and the message carries their own link."""
+        if self.replies is None or not personal or recipient.person is None:
+            return None
+        return self.replies.address(request.id, recipient.person)
 
     # -- sending -------------------------------------------------------------------------------
 

@@ -33,6 +33,12 @@ __all__ = [
     "thread_subject",
 ]
 
+# The last line of every email: whether a reply decides (``smtp.inbound``, to a person who may).
+FOOTER = {
+    True: "Sent by Signoff. Reply with approve or deny as the first word (a reason may follow) "
+    "to decide by email.",
+    False: "Sent by Signoff. Replies to this address are not read.",
+}
 EMAIL_ARGUMENT_CHARS = 20_000  # keeps the HTML part well under Gmail's 102 KB clipping
 SUBJECT_CHARS = 150
 _CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]+")
@@ -78,11 +84,17 @@ def _excerpt(view: ApprovalView) -> Excerpt:
 
 
 def render_email_card(
-    view: ApprovalView, *, link: str | None, tz: str | None = None, personal: bool = False
+    view: ApprovalView,
+    *,
+    link: str | None,
+    tz: str | None = None,
+    personal: bool = False,
+    replies: bool = False,
 ) -> Email:
     """The approval email for ``view``. ``link``: where its button goes (the recipient's own
     signed link when ``personal``, else the approval page, which asks them to sign in);
-    ``tz``: the recipient's time zone (``people:`` ``tz``), else times are shown in UTC."""
+    ``tz``: the recipient's time zone (``people:`` ``tz``), else times are shown in UTC;
+    ``replies``: a reply to it decides (``FOOTER``)."""
     excerpt = _excerpt(view)
     subject = thread_subject(view)
     context: dict[str, Any] = {
@@ -93,6 +105,7 @@ def render_email_card(
         "tz": tz,
         "personal": personal,
         "subject": subject,
+        "footer": FOOTER[replies],
     }
     return Email(
         subject=subject,
@@ -108,10 +121,17 @@ def render_email_notice(
     tz: str | None = None,
     link: str | None = None,
     subject: str | None = None,
+    replies: bool = False,
 ) -> Email:
     """The notice template ``name`` (``notice_<kind>``) for ``notice`` (``cards.notices``) as
-    an email. ``subject``: its thread's ("Re: ..."); else its own first line."""
-    context: dict[str, Any] = {"n": notice, "tz": tz, "link": safe_url(link)}
+    an email. ``subject``: its thread's ("Re: ..."); else its own first line. ``replies``: a
+    reply to it decides (``FOOTER``)."""
+    context: dict[str, Any] = {
+        "n": notice,
+        "tz": tz,
+        "link": safe_url(link),
+        "footer": FOOTER[replies],
+    }
     text = EMAIL_TEXT.get_template(f"email/{name}.txt.j2").render(**context, subject="")
     own = subject_line(text.strip().partition("\n")[0])
     chosen = subject_line(subject) if subject else own
