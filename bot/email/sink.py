@@ -195,7 +195,9 @@ class EmailSink:
             if "approval_url" in fields:
                 fields["approval_url"] = link
         notice = NOTICES[notice_kind](**fields)
-        subject = f"Re: {thread_subject(thread)}" if thread is not None else None
+        # A requester told in their own mailbox, where no card went, gets a message of its own.
+        in_thread = request is not None and message.channel in request.channels
+        subject = f"Re: {thread_subject(thread)}" if thread is not None and in_thread else None
         content = render_email_notice(
             f"notice_{notice_kind.value}",
             notice,
@@ -204,7 +206,7 @@ class EmailSink:
             subject=subject,
             replies=reply_to is not None,
         )
-        root = thread_id(request.id, message.channel, domain) if request is not None else None
+        root = thread_id(request.id, message.channel, domain) if request and in_thread else None
         return Outgoing(content, message_id(message.dedupe_key, domain), root, reply_to)
 
     async def _request_of(self, message: OutboxRecord) -> TakeoverRequest | None:

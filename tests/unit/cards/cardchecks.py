@@ -83,6 +83,15 @@ def assert_valid_html(fragment: str) -> None:
     assert parser.problems == [] and parser.stack == [], (parser.problems, parser.stack)
 
 
+def assert_valid_email(email: dict[str, str]) -> None:
+    """One subject line, a text part, and an HTML part that loads and runs nothing."""
+    assert email["subject"] and "\n" not in email["subject"] and "\r" not in email["subject"]
+    assert email["text"].strip()
+    lowered = email["html"].lower()
+    for banned in ("<script", "<img", "<form", "<link", "<style", "src=", "javascript:"):
+        assert banned not in lowered, banned
+
+
 _SLACK_ENTITY = re.compile(r"&(amp|lt|gt);")
 
 

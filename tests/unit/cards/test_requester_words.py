@@ -6,13 +6,23 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from cardchecks import assert_valid_html, assert_valid_slack, assert_valid_teams
+from cardchecks import (
+    assert_valid_email,
+    assert_valid_html,
+    assert_valid_slack,
+    assert_valid_teams,
+)
 
 from cards.notices import NoticeKind
 from cards.render import card_channels, render_notice
 from cards.samples import SAMPLE_NOTICES
 
-CHECKS = {"slack": assert_valid_slack, "teams": assert_valid_teams, "web": assert_valid_html}
+CHECKS = {
+    "email": assert_valid_email,
+    "slack": assert_valid_slack,
+    "teams": assert_valid_teams,
+    "web": assert_valid_html,
+}
 REQUESTER = {"id": "U0CAROL01", "name": "carol"}
 
 
