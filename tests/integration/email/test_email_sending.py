@@ -195,7 +195,10 @@ async def test_the_server_is_paced_as_a_whole(migrated_db_url: str, smtp: SmtpSe
 
         async def one_sent_one_paced() -> list[tuple[str, str | None]] | None:
             rows = await api.engine.store.outbox_messages(run_id=run.id)
-            cards = sorted((str(status), error) for r, status, error in rows if r.kind == "card")
+            cards = sorted(
+                ((str(status), error) for r, status, error in rows if r.kind == "card"),
+                key=lambda card: (card[0], card[1] or ""),  # both may be pending, one erred
+            )
             return cards if len(cards) == 2 and cards[1][0] == "sent" and cards[0][1] else None
 
         (paced, _) = await wait_for(one_sent_one_paced, WAIT)
