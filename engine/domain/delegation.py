@@ -24,15 +24,20 @@ A person away names a delegate until a time (an ``Absence``: ``/signoff away unt
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
+from engine.domain.errors import InvalidRequest
 from engine.domain.model import JournalEvent, NewEvent, Principal, Role, TakeoverRequest
 
 MAX_AWAY = timedelta(days=365)
 """The furthest ahead an absence may end: a delegation nobody remembers is not left standing."""
+
+MAX_UNTIL_TEXT = 40  # "2026-12-24T09:00:00.000000+01:00" and some
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 DELEGATES = "delegates"
 """The ``details`` key of a request listing who decides for whom:
@@ -61,6 +66,25 @@ class Absence:
             "setBy": self.set_by,
             "setAt": self.set_at.isoformat(),
         }
+
+
+def parse_until(text: str) -> datetime:
+    """When an absence ends, as written: a date (``2026-12-24``: back that day, from 00:00
+    UTC) or an ISO 8601 time (``2026-12-24T09:00+01:00``; without an offset, UTC).
+    ``InvalidRequest`` for anything else."""
+    text = text.strip()
+    try:
+        if len(text) > MAX_UNTIL_TEXT:
+            raise ValueError
+        if _DATE.fullmatch(text):
+            return datetime.combine(date.fromisoformat(text), time(), UTC)
+        when = datetime.fromisoformat(text.replace("z", "Z"))
+        return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    except (ValueError, OverflowError):
+        shown = text[:MAX_UNTIL_TEXT]
+        raise InvalidRequest(
+            f"{shown!r} is no date: give one like 2026-12-24, or a time like 2026-12-24T09:00+01:00"
+        ) from None
 
 
 def absence_problem(
