@@ -37,7 +37,7 @@ from engine.domain import notify
 from engine.domain.approvers import escalated_approvers
 from engine.domain.cancellation import CANCELLED_REQUEST, REQUESTS_CANCELLED, UNREACHED_NOTE
 from engine.domain.delegation import seat
-from engine.domain.errors import AlreadyDecided, DuplicateVote, TransitionRefused
+from engine.domain.errors import AlreadyDecided, DuplicateVote, SeatTaken, TransitionRefused
 from engine.domain.expiry import EXPIRED, EXPIRES, EXPIRY_EVENT, expiry_data, status_at
 from engine.domain.model import (
     JournalEvent,
@@ -211,7 +211,8 @@ def grant(
     own = seat(request, person)  # a delegate's vote is the absent approver's
     earlier = next((v.person for v in request.votes if seat(request, v.person) == own), None)
     if earlier is not None:
-        raise DuplicateVote(_counted_already(earlier, person, own), request_id=request.id)
+        error = DuplicateVote if earlier == person else SeatTaken
+        raise error(_counted_already(earlier, person, own), request_id=request.id)
     counted = len(request.votes)
     approvals, required = counted + 1, request.approvals_required
     final = grant_decides(approvals, required, bool(override))

@@ -11,6 +11,7 @@
     │   ├── TransitionRefused       a conditional UPDATE changed zero rows
     │   │   └── AlreadyDecided      a takeover request was decided by someone else first
     │   ├── DuplicateVote           the same person granted twice toward a quorum
+    │   │   └── SeatTaken           ... or someone away and their delegate, once each
     │   ├── LinkUsed                a signed approval link already decided its request
     │   └── AlreadyAppended         a journal append found its events there already (a commit
     │                               that landed unseen); the store answers with their seq
@@ -100,6 +101,11 @@ class AlreadyDecided(TransitionRefused):
 
 class DuplicateVote(Conflict):
     code = "duplicate_vote"
+
+
+class SeatTaken(DuplicateVote):
+    """The vote of someone away and their delegate's are one (``engine.domain.delegation``):
+    the other one has already cast it; the message says who."""
 
 
 class CommandUsageError(InvalidRequest):
