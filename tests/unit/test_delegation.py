@@ -26,7 +26,16 @@ from engine.domain.delegation import (
     widened,
 )
 from engine.domain.errors import DuplicateVote
-from engine.domain.model import JournalEvent, Principal, Role, TakeoverRequest, TakeoverStatus
+from engine.domain.inbox import waits_for
+from engine.domain.model import (
+    JournalEntry,
+    JournalEvent,
+    Principal,
+    Role,
+    TakeoverRequest,
+    TakeoverStatus,
+)
+from engine.domain.timeline import TimelineReader
 from tests.support.requests import NOW, takeover_request
 
 PEOPLE = ("alice", "bob", "carol", "dave")
@@ -228,3 +237,22 @@ def test_a_delegate_never_approves_their_own_run() -> None:
         {"alice": away("alice", "bob")},
     )
     assert decision_refusal(CONFIG, listed, BOB) == "you started this run, so you cannot approve it"
+
+
+def test_an_approved_seat_leaves_both_inboxes() -> None:
+    request = _two_of_alice_and_carol()
+    alice = Principal("alice", Role.APPROVER, person="alice")
+    carol = Principal("carol", Role.APPROVER, person="carol")
+    assert all(waits_for(CONFIG, request, p) for p in (alice, BOB, carol))
+    after = decisions.grant(request, "bob", NOW).request
+    assert not waits_for(CONFIG, after, alice) and not waits_for(CONFIG, after, BOB)
+    assert waits_for(CONFIG, after, carol)
+
+
+def test_the_timeline_says_who_decides_for_whom() -> None:
+    request = _two_of_alice_and_carol()
+    [event] = delegation_events(request)
+    entry = JournalEntry("run-1", 3, event.event, event.step_id, event.data, NOW)
+    [item] = TimelineReader().read([entry])
+    assert item.label == "Asked a delegate too"
+    assert item.detail == f"bob decides for alice, away until {LATER.isoformat()}"
