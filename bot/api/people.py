@@ -50,7 +50,8 @@ _PUT_BODY = obj(
 )
 _REFUSED = {
     401: "no valid token",
-    400: "bad input (an until that is no time, past or over a year ahead; an unknown delegate)",
+    400: "a body its schema refuses",
+    422: "an until that is no time, past or over a year ahead; an unknown delegate",
     403: "not the person themselves nor an admin",
     404: "no such person",
 }

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
-from engine.domain.errors import InvalidRequest
+from engine.domain.errors import Unprocessable
 from engine.domain.model import JournalEvent, NewEvent, Principal, Role, TakeoverRequest
 
 MAX_AWAY = timedelta(days=365)
@@ -71,7 +71,7 @@ class Absence:
 def parse_until(text: str) -> datetime:
     """When an absence ends, as written: a date (``2026-12-24``: back that day, from 00:00
     UTC) or an ISO 8601 time (``2026-12-24T09:00+01:00``; without an offset, UTC).
-    ``InvalidRequest`` for anything else."""
+    ``Unprocessable`` for anything else."""
     text = text.strip()
     try:
         if len(text) > MAX_UNTIL_TEXT:
@@ -82,7 +82,7 @@ def parse_until(text: str) -> datetime:
         return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
     except (ValueError, OverflowError):
         shown = text[:MAX_UNTIL_TEXT]
-        raise InvalidRequest(
+        raise Unprocessable(
             f"{shown!r} is no date: give one like 2026-12-24, or a time like 2026-12-24T09:00+01:00"
         ) from None
 

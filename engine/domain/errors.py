@@ -6,6 +6,7 @@
     ├── Unauthorized                no or bad credentials
     ├── Forbidden                   authenticated, but not allowed (not an approver, self-approval)
     ├── InvalidRequest              a request body or argument is wrong
+    │   ├── Unprocessable           well-formed, but a rule refuses it (422 from the API)
     │   └── CommandUsageError       a chat gate command that does not fit the grammar
     ├── Conflict                    the state does not allow it
     │   ├── TransitionRefused       a conditional UPDATE changed zero rows
@@ -106,6 +107,11 @@ class DuplicateVote(Conflict):
 class SeatTaken(DuplicateVote):
     """The vote of someone away and their delegate's are one (``engine.domain.delegation``):
     the other one has already cast it; the message says who."""
+
+
+class Unprocessable(InvalidRequest):
+    """Well-formed (its JSON Schema holds) but refused by a rule no schema says: a time past
+    or too far ahead, a person unknown. The API answers 422, as for a stored workflow."""
 
 
 class CommandUsageError(InvalidRequest):

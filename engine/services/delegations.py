@@ -9,7 +9,7 @@ from datetime import datetime
 
 from engine.domain.approvers import Roster
 from engine.domain.delegation import Absence, absence_problem, away_refusal, delegates_for
-from engine.domain.errors import Forbidden, InvalidRequest, NotFound
+from engine.domain.errors import Forbidden, NotFound, Unprocessable
 from engine.domain.model import Principal
 from engine.ports import Clock
 from engine.ports.store import AbsenceStore
@@ -45,12 +45,12 @@ class Delegations:
     ) -> Absence:
         """``person`` away until ``until``, ``delegate`` deciding for them meanwhile (any
         earlier absence of theirs replaced). ``Forbidden``, ``NotFound`` or
-        ``InvalidRequest`` (``absence_problem``) change nothing."""
+        ``Unprocessable`` (``absence_problem``) change nothing."""
         self._may(who, person)
         now = self.clock.now()
         problem = absence_problem(self.config.people, person, delegate, until, now)
         if problem is not None:
-            raise InvalidRequest(problem)
+            raise Unprocessable(problem)
         absence = Absence(person, delegate, until, set_by=who.name, set_at=now)
         await self.store.set_absence(absence)
         return absence

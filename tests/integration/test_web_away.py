@@ -54,10 +54,10 @@ async def test_a_person_sets_and_ends_their_own_absence_on_the_console(api: Api)
 @pytest.mark.parametrize(
     ("fields", "status", "said"),
     [
-        ({"until": "2025-12-01", "delegate": "carol"}, 400, "must end in the future"),
-        ({"until": "soon", "delegate": "carol"}, 400, "is no date"),
-        ({"until": "2026-01-08", "delegate": "mallory"}, 400, "mallory is not in people:"),
-        ({"until": "2026-01-08", "delegate": "bob"}, 400, "someone else"),
+        ({"until": "2025-12-01", "delegate": "carol"}, 422, "must end in the future"),
+        ({"until": "soon", "delegate": "carol"}, 422, "is no date"),
+        ({"until": "2026-01-08", "delegate": "mallory"}, 422, "mallory is not in people:"),
+        ({"until": "2026-01-08", "delegate": "bob"}, 422, "someone else"),
         ({"until": "2026-01-08"}, 400, "delegate is missing"),
         ({"until": "2026-01-08", "delegate": "c" * 201}, 400, "longer than 200"),
     ],
