@@ -256,3 +256,24 @@ def test_the_timeline_says_who_decides_for_whom() -> None:
     [item] = TimelineReader().read([entry])
     assert item.label == "Asked a delegate too"
     assert item.detail == f"bob decides for alice, away until {LATER.isoformat()}"
+
+
+def test_addresses_to_people_reach_the_delegate_after_the_one_away() -> None:
+    away = {"alice": "bob"}
+    channels = ["web", "slack:@finance", "teams:@alice", "slack:dm", "teams:@carol"]
+    assert CONFIG.expand_channels(channels, ["alice", "carol", "bob"], away) == (
+        "web",
+        "slack:@alice",
+        "slack:@bob",
+        "slack:@carol",
+        "teams:@alice",
+        "teams:@bob",
+        "teams:@carol",
+    )
+    assert CONFIG.expand_channels(channels, ["alice", "carol"]) == (
+        "web",
+        "slack:@alice",
+        "slack:@carol",
+        "teams:@alice",
+        "teams:@carol",
+    )
