@@ -14,6 +14,7 @@ Refusals, most specific first (``AlreadyDecided`` is a ``TransitionRefused`` is 
 
     AlreadyDecided     DECIDED         someone decided first, or the request expired
     TransitionRefused  NOT_TAKEN_OVER  a release of a request nobody took over
+    SeatTaken          REFUSED         a delegate's vote, or the absent approver's, counted
     DuplicateVote      VOTED           this person's approval is already counted
     NotFound           MISSING         no such request
     StoreError         UNAVAILABLE     the database could not record it: try again
@@ -38,6 +39,7 @@ from engine.domain.errors import (
     Gone,
     InvalidRequest,
     NotFound,
+    SeatTaken,
     SignoffError,
     StoreError,
     TransitionRefused,
@@ -92,6 +94,7 @@ class Refusal(Enum):
 _REFUSALS: tuple[tuple[type[SignoffError], Refusal], ...] = (
     (AlreadyDecided, Refusal.DECIDED),
     (TransitionRefused, Refusal.NOT_TAKEN_OVER),
+    (SeatTaken, Refusal.REFUSED),  # the delegate's vote and the absent approver's are one
     (DuplicateVote, Refusal.VOTED),
     (NotFound, Refusal.MISSING),
     (StoreError, Refusal.UNAVAILABLE),

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cards.text import agent_text, canonical_json
+from engine.domain.delegation import stand_ins
 from engine.domain.model import (
     JSON,
     Run,
@@ -123,6 +124,7 @@ class ApprovalView:
     step_outputs: tuple[StepOutput, ...] = ()  # what the approval rests on (details.stepOutputs)
     override: str | None = None  # "admin override": decided_by decided as an admin
     admins: bool = True  # app.yaml lists admins: one may decide alone (``override_possible``)
+    delegates: tuple[tuple[str, str], ...] = ()  # (delegate, who is away): "for alice, away"
 
     @property
     def actions(self) -> tuple[str, ...]:
@@ -339,6 +341,7 @@ def build_view(
         step_outputs=_step_outputs(details.get("stepOutputs")),
         override=override_label(request),
         admins=admins,
+        delegates=tuple(stand_ins(request).items()),
     )
 
 

@@ -44,6 +44,7 @@ from engine.services.calls import HeldCalls
 from engine.services.chat_records import ChatRecords
 from engine.services.connectors import ConnectorRegistry
 from engine.services.context import Services
+from engine.services.delegations import Delegations
 from engine.services.delivery import Dispatcher
 from engine.services.interpreter import Interpreter
 from engine.services.queries import Queries
@@ -191,6 +192,7 @@ class Engine:
         self.tokens = Tokens(self.store, self.clock)
         self.chat = ChatRecords(self.store)
         self.replays = ReplayGuard(store, self.clock)  # chat requests act once
+        self.delegations = Delegations(store, self.clock, config)  # people away
         self.stored_workflows = StoredWorkflows(config, self.store, self.clock)
         self.listener: PgListener | None = None
         self._started = False
@@ -321,6 +323,7 @@ class Engine:
         self.config = config
         self.approvals.config = config
         self.calls.config = config
+        self.delegations.config = config
         self.runs.people = config
         self.stored_workflows.config = config
         services = self.interpreter.s

@@ -17,6 +17,7 @@ STATUS: list[tuple[type[e.SignoffError], int]] = [
     # A stored workflow that passed its JSON Schema (a body that does not is a 400) and broke a
     # rule no schema can say (unknown connector, dangling next, ...): understood, not processed.
     (e.ConfigError, 422),
+    (e.Unprocessable, 422),  # the same for a rule of another body (``/v1/people/{name}/away``)
     (e.InvalidRequest, 400),
     (e.Unauthorized, 401),
     (e.Forbidden, 403),

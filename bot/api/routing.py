@@ -77,6 +77,12 @@ class RouteTable:
     def patch(self, path: str, **kw: Any) -> Callable[[Handler], Handler]:
         return self.add("PATCH", path, **kw)
 
+    def put(self, path: str, **kw: Any) -> Callable[[Handler], Handler]:
+        return self.add("PUT", path, **kw)
+
+    def delete(self, path: str, **kw: Any) -> Callable[[Handler], Handler]:
+        return self.add("DELETE", path, **kw)
+
 
 ROUTES = web.AppKey("signoff_routes", dict[tuple[str, str], Route])
 

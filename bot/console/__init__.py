@@ -2,7 +2,8 @@
 every page shares (the web channel's approval page, ``bot.web``, among them):
 
 * ``/console``: the operator console, its live queue of approvals (``inbox``), runs and live
-  run timelines (``console``, ``events``; ``streams`` for what the live pages share), behind
+  run timelines (``console``, ``events``; ``streams`` for what the live pages share), who is
+  away with a delegate (``away``), behind
   an API-token sign-in (``login``, ``security``);
 * ``/static/``: one stylesheet, the pages' small scripts and the icon; ``/favicon.ico``,
   ``/privacy``, ``/terms`` and the 404 page in the site's layout (``site``);
@@ -22,7 +23,7 @@ import logging
 
 from aiohttp import web
 
-from bot.console import console, events, inbox, login, site
+from bot.console import away, console, events, inbox, login, site
 from bot.console.context import PAGES, PageContext
 from bot.console.security import Sessions
 from bot.keys import LINKS
@@ -54,7 +55,14 @@ def install(app: web.Application, engine: Engine) -> None:
     ctx = PageContext(engine, links, sessions)
     app[PAGES] = ctx
     app[LINKS] = links
-    for table in (console.routes, inbox.routes, events.routes, login.routes, site.routes):
+    for table in (
+        console.routes,
+        inbox.routes,
+        away.routes,
+        events.routes,
+        login.routes,
+        site.routes,
+    ):
         app.router.add_routes(table)
     app.middlewares.append(site.not_found_pages)  # innermost: sees the router's 404
 

@@ -70,7 +70,7 @@ def redirect(location: str) -> web.Response:
 
 
 _TITLES = {400: "Not accepted", 401: "Sign in needed", 403: "Not allowed", 404: "Not found",
-           409: "Already decided", 410: "No longer available"}  # fmt: skip
+           409: "Already decided", 410: "No longer available", 422: "Not accepted"}  # fmt: skip
 
 
 def page(handler: Handler) -> Handler:

@@ -2,6 +2,8 @@
 
     /signoff help                 what the bot does and the commands
     /signoff pending              (ephemeral) the requests you may decide, linked to their cards
+    /signoff away ...             away until a date with a delegate, back, or whether you are
+                                  (``bot.away``: the words shared with Teams)
     /signoff gate ...             the confidence gate (``engine.gate.commands``: the one parser
                                   and executor shared with Teams; changes need an admin)
 
@@ -13,11 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from typing import Any
 
 from slack_bolt.async_app import AsyncAck, AsyncApp
 
 from bot.api.views import approval_url
+from bot.away import VERB, answer_away, by_name_or_email
 from bot.slack.api import SlackApi
 from bot.slack.background import Background
 from bot.slack.people import LookupUnavailable, SlackPeople
@@ -32,12 +36,15 @@ from engine.gate.commands import Outcome, run_command
 log = logging.getLogger(__name__)
 
 COMMAND = "/signoff"
+_MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|[^>]*)?>")  # how Slack writes @bob in a command
 PENDING_SHOWN = 20
 MAX_COUNTED = 1000  # requests read for one answer: beyond, "1000+" (the console lists them all)
 HELP = (
     "*Signoff* puts a person in the loop of AI agents: approval cards land in threads here, "
     "and their buttons approve, deny, take over or release the waiting step.\n"
     "`/signoff pending` — the requests you can decide, with links to their cards\n"
+    "`/signoff away until 2026-12-24 delegate @bob` — bob decides for you until then; "
+    "`/signoff away off` when you're back; `/signoff away` to see it\n"
     "`/signoff help` — this help\n"
     "Admins tune the confidence gate with `/signoff gate ...`:\n```"
     + escape_mrkdwn(GATE_HELP)
@@ -83,9 +90,11 @@ class Commands:
             await self._pending(ack, who, command.get("response_url"))
         elif verb == "gate":
             await self._gate(ack, who, text)
+        elif verb == VERB:
+            await self._away(ack, who, text.split()[1:], team)
         else:
             shown = truncate(text.split()[0], 50, Flavor.MRKDWN)
-            usage = "Usage: `/signoff help | pending | gate ...`"
+            usage = "Usage: `/signoff help | pending | away ... | gate ...`"
             await _answer(ack, f"Unknown command `{shown}`. {usage}")
 
     async def _gate(self, ack: AsyncAck, who: Principal, text: str) -> None:
@@ -97,6 +106,26 @@ class Commands:
             return
         shown = escape_mrkdwn(result.text)
         await _answer(ack, shown, in_channel=result.outcome == Outcome.CHANGED)
+
+    async def _away(self, ack: AsyncAck, who: Principal, args: list[str], team: str | None) -> None:
+        """``/signoff away ...`` as ``who``; ``@bob`` arrives as ``<@U0BOB|bob>``, a person by
+        their Slack id (or their confirmed email), else a name or email of ``people:``."""
+
+        async def resolve(written: str) -> str | None:
+            mention = _MENTION.fullmatch(written)
+            if mention is None:
+                return by_name_or_email(self.engine, written)
+            found = await self.people.person_for(mention.group(1), team)
+            return None if found is None else found.name
+
+        try:
+            text = await answer_away(self.engine, who, args, resolve)
+        except LookupUnavailable:
+            text = "Signoff couldn't ask Slack who that is just now, so nothing changed. Try again."
+        except SignoffError as exc:
+            log.warning("/signoff away failed: %s", exc)
+            text = "Signoff could not do that just now, so nothing changed. Try again."
+        await _answer(ack, escape_mrkdwn(text))
 
     async def _pending(self, ack: AsyncAck, who: Principal, response_url: object) -> None:
         """The open requests ``who`` may decide (read before the ack); the answer with links to

@@ -4,6 +4,7 @@ the person who acted, and the engine's answer into a card or a reply.
     conversationUpdate / installationUpdate  store the conversation reference (bot installed);
                                              in a personal chat, as the person's (``personal``)
     message "pending"                        the person's pending approvals (personal chat)
+    message "away ..."                       away with a delegate, back, or whether (``bot.away``)
     message "subscribe <name>"               name this conversation teams:<name> (admins)
     message "gate ..." / "help"              the shared admin commands (engine.gate.commands)
     invoke adaptiveCard/action               grant | deny | takeover | release | refresh
@@ -26,6 +27,8 @@ import logging
 import re
 from typing import Any
 
+from bot.away import VERB as AWAY
+from bot.away import answer_away, by_name_or_email
 from bot.replies import NO_REQUEST, NOTHING_CHANGED, VERBS, Refusal, decide, refusal
 from bot.teams.activities import ADAPTIVE_CARD, Incoming, InvokeReply, Outgoing, TurnReply
 from bot.teams.messages import approval_card, with_banner
@@ -103,6 +106,10 @@ class TeamsHandlers:
         await self.personal.remember(incoming)  # any message refreshes a personal chat's reference
         if first == "help" and len(words) == 1:
             return await self._say(incoming, f"{HELP_LINES}\n{HELP_TEXT}")
+        if first == AWAY:  # the delegate by name or email: Teams' @mentions are dropped above
+            return await self._say(
+                incoming, await answer_away(self.engine, who, words[1:], self._named)
+            )
         if first == "subscribe":
             if not who.is_admin:
                 return await self._say(
@@ -115,6 +122,9 @@ class TeamsHandlers:
             return await self._subscribe(incoming, words[1], person.name)
         result = await run_command(self.engine.gate, text, who)
         return await self._say(incoming, result.text)
+
+    async def _named(self, written: str) -> str | None:
+        return by_name_or_email(self.engine, written)
 
     async def _subscribe(self, incoming: Incoming, name: str, by: str) -> TurnReply:
         now = self.engine.clock.now()

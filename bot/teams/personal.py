@@ -46,6 +46,9 @@ NOT_HERE = (
 HELP_LINES = (
     "In your personal chat with me:\n"
     "  pending — the approval requests waiting for your decision, as cards you can click\n"
+    "Anywhere:\n"
+    "  away until 2026-12-24 delegate bob — bob (name or email) decides for you until then;\n"
+    "  away off — you're back; away — whether you're away\n"
     "In a channel or group chat (admins):\n"
     "  subscribe <name> — cards of approvals with channels: [teams:<name>] come here\n"
 )

@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Protocol
 
+from engine.domain.delegation import seat
 from engine.domain.errors import Forbidden
 from engine.domain.model import ApiToken, Principal, Role, TakeoverRequest, Workflow
 
@@ -274,15 +275,14 @@ def approvers_as_written(names: Iterable[str]) -> dict[str, list[str]]:
 
 
 def current_approvers(config: Roster, request: TakeoverRequest) -> tuple[str, ...]:
-    """Those of ``request``'s approvers (the people asked when it parked, or on escalation) who
-    are still among its approvers as written, expanded under ``config``'s groups now. A request
-    without recorded names (parked before they were kept, or a takeover an operator opened)
-    keeps its approvers as they are."""
+    """Those of ``request``'s approvers (asked when it parked, on escalation, or for someone
+    away: ``delegation.seat``) still among its approvers as written, expanded under ``config``'s
+    groups now. A request without recorded names keeps its approvers as they are."""
     written = _written(request)
     if written is None:
         return request.approvers
-    now = set(config.expand_people(written))
-    return tuple(p for p in request.approvers if p in now)
+    now = set(config.expand_people(written))  # a delegate decides while the one away would
+    return tuple(p for p in request.approvers if seat(request, p) in now)
 
 
 def _written(request: TakeoverRequest) -> tuple[str, ...] | None:

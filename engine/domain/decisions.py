@@ -36,7 +36,8 @@ from typing import Any
 from engine.domain import notify
 from engine.domain.approvers import escalated_approvers
 from engine.domain.cancellation import CANCELLED_REQUEST, REQUESTS_CANCELLED, UNREACHED_NOTE
-from engine.domain.errors import AlreadyDecided, DuplicateVote, TransitionRefused
+from engine.domain.delegation import seat
+from engine.domain.errors import AlreadyDecided, DuplicateVote, SeatTaken, TransitionRefused
 from engine.domain.expiry import EXPIRED, EXPIRES, EXPIRY_EVENT, expiry_data, status_at
 from engine.domain.model import (
     JournalEvent,
@@ -207,8 +208,11 @@ def grant(
     ``released`` and the run back to work. ``AlreadyDecided`` past its deadline or once
     decided; ``DuplicateVote`` for a second grant by the same person."""
     _open(request, now)
-    if any(v.person == person for v in request.votes):
-        raise DuplicateVote(f"{person} has already granted this request", request_id=request.id)
+    own = seat(request, person)  # a delegate's vote is the absent approver's
+    earlier = next((v.person for v in request.votes if seat(request, v.person) == own), None)
+    if earlier is not None:
+        error = DuplicateVote if earlier == person else SeatTaken
+        raise error(_counted_already(earlier, person, own), request_id=request.id)
     counted = len(request.votes)
     approvals, required = counted + 1, request.approvals_required
     final = grant_decides(approvals, required, bool(override))
@@ -226,6 +230,8 @@ def grant(
     if override:
         changes["details"] = override_details(request.details, person, override)
     data = grant_data(request.id, person, notes, approvals, required, final, override)
+    if own != person:
+        data["for"] = own
     events = [NewEvent(JournalEvent.TAKEOVER_GRANTED, request.step_id, data)]
     if final and release:
         events += release_events(request.id, request.step_id, person)
@@ -237,6 +243,16 @@ def grant(
         vote=Vote(person, now, notes),
         read_approvals=counted,
     )
+
+
+def _counted_already(earlier: str, person: str, own: str) -> str:
+    """The refusal of a second grant for the seat ``own``: the same person's, or the absent
+    approver's and their delegate's (``engine.domain.delegation.seat``)."""
+    if earlier == person:
+        return f"{person} has already granted this request"
+    if earlier == own:
+        return f"{own} has already granted this request, and {person} decides for {own}"
+    return f"{earlier} has already granted this request for {own}"
 
 
 def deny(

@@ -6,11 +6,13 @@
     ├── Unauthorized                no or bad credentials
     ├── Forbidden                   authenticated, but not allowed (not an approver, self-approval)
     ├── InvalidRequest              a request body or argument is wrong
+    │   ├── Unprocessable           well-formed, but a rule refuses it (422 from the API)
     │   └── CommandUsageError       a chat gate command that does not fit the grammar
     ├── Conflict                    the state does not allow it
     │   ├── TransitionRefused       a conditional UPDATE changed zero rows
     │   │   └── AlreadyDecided      a takeover request was decided by someone else first
     │   ├── DuplicateVote           the same person granted twice toward a quorum
+    │   │   └── SeatTaken           ... or someone away and their delegate, once each
     │   ├── LinkUsed                a signed approval link already decided its request
     │   └── AlreadyAppended         a journal append found its events there already (a commit
     │                               that landed unseen); the store answers with their seq
@@ -100,6 +102,16 @@ class AlreadyDecided(TransitionRefused):
 
 class DuplicateVote(Conflict):
     code = "duplicate_vote"
+
+
+class SeatTaken(DuplicateVote):
+    """The vote of someone away and their delegate's are one (``engine.domain.delegation``):
+    the other one has already cast it; the message says who."""
+
+
+class Unprocessable(InvalidRequest):
+    """Well-formed (its JSON Schema holds) but refused by a rule no schema says: a time past
+    or too far ahead, a person unknown. The API answers 422, as for a stored workflow."""
 
 
 class CommandUsageError(InvalidRequest):

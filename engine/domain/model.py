@@ -102,6 +102,7 @@ class JournalEvent(StrEnum):
     POLICY_EVALUATED = "policy_evaluated"
     CONFIDENCE_EVALUATED = "confidence_evaluated"
     TAKEOVER_REQUESTED = "takeover_requested"
+    TAKEOVER_DELEGATED = "takeover_delegated"  # a delegate decides for an approver away
     TAKEOVER_GRANTED = "takeover_granted"
     TAKEOVER_DENIED = "takeover_denied"
     TAKEOVER_RELEASED = "takeover_released"

@@ -160,6 +160,13 @@ class TimelineReader:
             if request_id:
                 self.requested[request_id] = e.at
             item = make("Approval requested", "wait", detail=_text(d.get("reason")))
+        elif e.event == ev.TAKEOVER_DELEGATED:  # engine.domain.delegation.delegation_events
+            said = [
+                f"{x.get('delegate')} decides for {x.get('for')}, away until {x.get('until')}"
+                for x in d.get("delegates") or ()
+                if isinstance(x, dict)
+            ]
+            item = make("Asked a delegate too", "info", detail="; ".join(said) or None)
         elif e.event in _DECISIONS:
             item = self._decision(e, d, request_id, by, make)
         elif e.event == ev.TAKEOVER_RELEASED:

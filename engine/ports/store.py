@@ -8,11 +8,12 @@ made through a signed link records the link's use in its own (``Decided.link``).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 from engine.domain.decisions import Outcome
+from engine.domain.delegation import Absence
 from engine.domain.model import JournalEntry, NewEvent, OutboxRecord, Run, TakeoverRequest
 from engine.domain.records import Adopt, GatedOutcome, LinkUse, OutboxFor, QueueQuery
 from engine.ports.replays import ReplayStore
@@ -162,6 +163,19 @@ class LinkStore(Protocol):
     async def with_link_use(self, use: LinkUse, decide: Unit[T]) -> T: ...
 
 
+class AbsenceStore(Protocol):
+    """People away and their delegates (``engine.domain.delegation``), each change audited."""
+
+    async def set_absence(self, absence: Absence) -> Absence | None:
+        """Record ``absence``, replacing the person's earlier one (returned, or None)."""
+
+    async def end_absence(self, person: str, actor: str, now: datetime) -> Absence | None:
+        """End ``person``'s absence: the one ended, None when none was active at ``now``."""
+
+    async def absences(self, now: datetime, people: Sequence[str] | None = None) -> list[Absence]:
+        """The absences active at ``now`` (of ``people`` only, when given), by person."""
+
+
 class Store(
     RunStore,
     OutageStore,
@@ -176,6 +190,7 @@ class Store(
     WorkflowStore,
     LinkStore,
     ReplayStore,
+    AbsenceStore,
     Protocol,
 ):
     """Every store operation a service or the gate uses."""

@@ -42,6 +42,7 @@ from engine.domain.call_workflow import (
     is_call_workflow,
 )
 from engine.domain.calls_view import CallStatus, CallView, call_view
+from engine.domain.delegation import delegated, delegation_events, stand_in_map, widened
 from engine.domain.errors import Forbidden, InvalidRequest, NotFound
 from engine.domain.expiry import deadline
 from engine.domain.expressions import render_text
@@ -63,6 +64,7 @@ from engine.domain.records import NewRun
 from engine.ports import Clock, IdSource
 from engine.ports.store import Store
 from engine.services.connectors import ConnectorRegistry
+from engine.services.delegations import away_among
 
 __all__ = ["BINDING_WINDOW", "CallRequest", "CallStatus", "CallView", "HeldCalls"]
 
@@ -163,7 +165,7 @@ class HeldCalls:
             if created:
                 self.wake()
             return await self.view(run.id)
-        request = self._request(new, decision, call, connector.name, account, bound, summary)
+        request = await self._request(new, decision, call, connector.name, account, bound, summary)
         told = self.config.requester_channels(request.channels, request.requested_by)
         request = notify.with_requester(request, told)
         run, created = await self.store.create_run(
@@ -172,6 +174,7 @@ class HeldCalls:
             [
                 policy_event,
                 takeover_requested(request),
+                *delegation_events(request),
                 NewEvent(JournalEvent.RUN_WAITING, CALL_STEP, {"requestId": request.id}),
             ],
             takeover=request,
@@ -181,7 +184,7 @@ class HeldCalls:
             self.wake()  # the card goes out now
         return await self.view(run.id)
 
-    def _request(
+    async def _request(
         self,
         new: NewRun,
         decision: PolicyDecision,
@@ -195,7 +198,11 @@ class HeldCalls:
         expires = deadline(now, decision.timeout_minutes, self.config.approvals.ttl_seconds)
         names = approver_names(decision.approvers, self.config.approvers)
         deciders = self._deciders(names, call.session)
-        return TakeoverRequest(
+        # Someone away hands it to their delegate, never to the person the agent acts for.
+        own = self.session_person(call.session)
+        away = await away_among(self.store, deciders, now, new.requested_by)
+        away = {p: a for p, a in away.items() if a.delegate != own}
+        request = TakeoverRequest(
             id=self.ids.new_id(),
             run_id=new.id,
             step_id=CALL_STEP,
@@ -206,7 +213,9 @@ class HeldCalls:
             expires_at=expires,
             approvers=deciders,
             timeout_behavior=TimeoutBehavior.AUTO_REJECT,
-            channels=self.config.expand_channels(decision.channels, deciders),
+            channels=self.config.expand_channels(
+                decision.channels, widened(deciders, away), stand_in_map(away)
+            ),
             requested_by=new.requested_by,
             details={
                 "connector": connector,
@@ -225,6 +234,7 @@ class HeldCalls:
                 **approvers_as_written(names),  # judged again under the groups in force
             },
         )
+        return delegated(request, away)
 
     def _deciders(self, names: Sequence[str], session: str | None) -> tuple[str, ...]:
         """The people ``names`` (the rule's, else the project's approvers) expand to, never the

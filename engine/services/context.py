@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -38,11 +38,12 @@ class Services:
     # handed in by assembly).
     call_python: Callable[[Node, dict[str, Any]], Awaitable[Any]]
     default_approvers: tuple[str, ...] = ()  # app.yaml `approvers:`: a node naming nobody
-    # (channels, the request's approvers as people) -> one address per person for addresses
-    # to people (``engine.config.channels.expand_channels``: ``slack:dm``, ``slack:@group``).
-    expand_channels: Callable[[Sequence[str], Sequence[str]], tuple[str, ...]] = (
-        lambda channels, _: tuple(channels)
-    )
+    # (channels, the request's approvers as people, person away -> delegate) -> one address
+    # per person for addresses to people (``engine.config.channels.expand_channels``:
+    # ``slack:dm``, ``slack:@group``, and the delegate of someone away after them).
+    expand_channels: Callable[
+        [Sequence[str], Sequence[str], Mapping[str, str] | None], tuple[str, ...]
+    ] = lambda channels, _, __: tuple(channels)
     # (channels after expansion, who started the run) -> where they are told the outcome
     # (``engine.config.channels.requester``): the person who asked, in their words.
     requester_channels: Callable[[Sequence[str], str | None], tuple[str, ...]] = (

@@ -14,6 +14,7 @@ from typing import Any
 
 from engine.domain import notify
 from engine.domain.approvers import approver_names
+from engine.domain.delegation import delegated, delegation_events, stand_in_map, widened
 from engine.domain.errors import StepError
 from engine.domain.expressions import evaluate
 from engine.domain.model import (
@@ -29,6 +30,7 @@ from engine.domain.model import (
 from engine.domain.parking import build_request, takeover_requested
 from engine.domain.records import NewRun
 from engine.domain.replay import JournalIndex, StepHistory, approval_outcome, denial_text
+from engine.services.delegations import away_among
 from engine.services.run_writer import RunWriter
 
 Outcome = tuple[Any, str | None] | RunStatus | None
@@ -72,9 +74,11 @@ class Parking(RunWriter):
         names = approver_names(approvers or (), node.approvers, s.default_approvers)
         people = s.expand_people(names)
         chosen = channels if channels is not None else node.channels
+        now = s.clock.now()
+        away = await away_among(s.store, people, now, self.run.requested_by)
         request = build_request(
             request_id=s.ids.new_id(),
-            now=s.clock.now(),
+            now=now,
             run=self.run,
             workflow=workflow,
             node=node,
@@ -83,16 +87,18 @@ class Parking(RunWriter):
             args=args,
             target=target,
             confidence=confidence,
-            channels=s.expand_channels(chosen, people),
+            channels=s.expand_channels(chosen, widened(people, away), stand_in_map(away)),
             approvers=people,
             escalate_to=s.expand_people(node.escalate_to),
             written=(*names, *node.escalate_to),
         )
+        request = delegated(request, away)
         told = s.requester_channels(request.channels, request.requested_by)
         request = notify.with_requester(request, told)
         events = [] if self._is_started(node, step) else [self._started(node)]
         events += [
             takeover_requested(request),
+            *delegation_events(request),
             NewEvent(JournalEvent.RUN_WAITING, node.id, {"requestId": request.id}),
         ]
         outbox = notify.new_card(request)

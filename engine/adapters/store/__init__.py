@@ -6,6 +6,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from engine.adapters.store import db
+from engine.adapters.store.absences import AbsenceStore
 from engine.adapters.store.calls import CallStore
 from engine.adapters.store.chat import ChatStore
 from engine.adapters.store.db import Database
@@ -40,6 +41,7 @@ class SqlStore(
     QueueStore,
     PageStore,
     ReplayStore,
+    AbsenceStore,
 ):
     """Every store operation, on SQLite or PostgreSQL. Each method is one transaction."""
 

@@ -349,3 +349,16 @@ seen_requests = Table(
     _ts("expires_at", False),
     Index("ix_seen_requests_expires_at", "expires_at"),
 )
+
+# A person away, and who decides for them until then (engine.domain.delegation): one row per
+# person, replaced when they set it again, deleted when it is ended. A row past ``until`` no
+# longer routes anything; it stays until replaced or ended.
+absences = Table(
+    "absences",
+    metadata,
+    Column("person", String(200), primary_key=True),
+    Column("delegate", String(200), nullable=False),
+    _ts("until", False),
+    Column("set_by", String(200), nullable=False),
+    _ts("set_at", False),
+)

@@ -70,6 +70,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+Expand = Callable[[Iterable[str]], Any]  # names of people and groups -> people
+Stand = Mapping[str, str] | None  # a person away -> their delegate (engine.domain.delegation)
 
 
 @dataclass(frozen=True)
@@ -247,11 +249,12 @@ def each_approver_warnings(channels: Iterable[str], at: Callable[[int], str]) ->
 
 
 def expand_channels(
-    channels: Iterable[str], approvers: Iterable[str], expand: Callable[[Iterable[str]], Any]
+    channels: Iterable[str], approvers: Iterable[str], expand: Expand, delegates: Stand = None
 ) -> tuple[str, ...]:
     """``channels`` with each address to people as one ``<name>:@<person>`` per person, each
-    once: ``<name>:dm`` for each of ``approvers`` (people), ``<name>:@<group>`` for each of
-    its members (``expand``: groups to people). Other addresses stay as they are."""
+    once: ``<name>:dm`` for each of ``approvers`` (people), ``<name>:@<group>`` for each of its
+    members (``expand``: groups to people), each followed by their delegate while away
+    (``delegates``: person -> delegate). Other addresses stay as they are."""
     out: list[str] = []
     for channel in channels:
         found = _personal(channel)
@@ -260,7 +263,8 @@ def expand_channels(
             continue
         kind, target = found
         people = approvers if target == EACH_APPROVER else expand([target[len(PERSONAL) :]])
-        out.extend(f"{kind}:{PERSONAL}{person}" for person in people)
+        for person in people:
+            out += [f"{kind}:{PERSONAL}{p}" for p in (person, (delegates or {}).get(person)) if p]
     return tuple(dict.fromkeys(out))
 
 
@@ -362,11 +366,13 @@ class ChannelSections:
         """Why ``channel`` names a target, person or group this configuration lacks."""
         return target_problem(channel, self.channel_sections, self.people, self.groups)
 
-    def expand_channels(self, channels: Iterable[str], approvers: Iterable[str]) -> tuple[str, ...]:
+    def expand_channels(
+        self, channels: Iterable[str], approvers: Iterable[str], delegates: Stand = None
+    ) -> tuple[str, ...]:
         """``expand_channels`` under this configuration's groups."""
         groups = self.groups
         return expand_channels(
-            channels, approvers, lambda names: [p for n in names for p in groups.get(n, (n,))]
+            channels, approvers, lambda ns: [p for n in ns for p in groups.get(n, (n,))], delegates
         )
 
     def person_by(self, channel: str, user_id: str) -> Person | None:
