@@ -19,21 +19,10 @@ from tests.integration.email.harness import (
 from tests.support.api import Api
 from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, wait_for, wait_status
-from tests.support.smtp import SmtpServer, smtp_server
+from tests.support.smtp import SmtpServer
 from tests.support.web import csrf_of, local, page, pending_request, submit
 
 INPUT = {"order": "A-1", "amount": "12.50"}
-
-
-@pytest.fixture
-async def smtp() -> AsyncIterator[SmtpServer]:
-    async with smtp_server() as server:
-        yield server
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
 
 
 @pytest.fixture

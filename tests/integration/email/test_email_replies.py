@@ -21,7 +21,7 @@ from tests.support.api import Api
 from tests.support.clock import ManualClock
 from tests.support.engines import AGENT, wait_for, wait_status
 from tests.support.process import free_port
-from tests.support.smtp import Received, SmtpServer, smtp_server
+from tests.support.smtp import Received, SmtpServer
 from tests.support.web import pending_request
 
 INPUT = {"order": "A-1", "amount": "12.50"}
@@ -85,13 +85,10 @@ class Replies:
 
 
 @pytest.fixture
-async def replies(migrated_db_url: str) -> AsyncIterator[Replies]:
+async def replies(migrated_db_url: str, smtp: SmtpServer) -> AsyncIterator[Replies]:
     port = free_port()
     inbound = f"inbound: {{port: {port}, domain: {DOMAIN}}}"
-    async with (
-        smtp_server() as smtp,
-        email_api(migrated_db_url, smtp, clock=ManualClock(), more=inbound) as api,
-    ):
+    async with email_api(migrated_db_url, smtp, clock=ManualClock(), more=inbound) as api:
         yield Replies(api, smtp, port)
 
 
@@ -212,14 +209,12 @@ async def test_unknown_altered_and_oversized_mail_is_refused_at_the_door(
     assert await replies.queued_answers() == 0
 
 
-async def test_a_mailbox_that_is_nobodys_gets_no_reply_address(migrated_db_url: str) -> None:
+async def test_a_mailbox_that_is_nobodys_gets_no_reply_address(
+    migrated_db_url: str, smtp: SmtpServer
+) -> None:
     inbound = f"inbound: {{port: {free_port()}, domain: {DOMAIN}}}"
-    async with (
-        smtp_server() as smtp,
-        email_api(
-            migrated_db_url, smtp, '["email:ops@example.com"]', clock=ManualClock(), more=inbound
-        ) as api,
-    ):
+    channels = '["email:ops@example.com"]'
+    async with email_api(migrated_db_url, smtp, channels, clock=ManualClock(), more=inbound) as api:
         await api.engine.runs.start_run("refund", INPUT, AGENT)
         [card] = await received(smtp, 1)
     assert card.message["Reply-To"] is None

@@ -13,19 +13,8 @@ from tests.integration.email.harness import email_api, links_in, received
 from tests.support.api import Api
 from tests.support.clock import ManualClock
 from tests.support.engines import wait_for, wait_status
-from tests.support.smtp import Received, SmtpServer, smtp_server
+from tests.support.smtp import Received, SmtpServer
 from tests.support.web import local, pending_request, submit
-
-
-@pytest.fixture
-async def smtp() -> AsyncIterator[SmtpServer]:
-    async with smtp_server() as server:
-        yield server
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
 
 
 @pytest.fixture

@@ -3,8 +3,6 @@ password: retried with the same Message-ID, given up on permanent refusals, neve
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from engine.domain.model import RunStatus
@@ -18,12 +16,6 @@ from tests.support.waiting import quiet
 INPUT = {"order": "A-7", "amount": "3.00"}
 OPS = '["email:ops@example.com"]'
 WAIT = 60.0  # real seconds at most; a loaded machine only makes it slower, never wrong
-
-
-@pytest.fixture
-async def smtp() -> AsyncIterator[SmtpServer]:
-    async with smtp_server() as server:
-        yield server
 
 
 async def _card_row(api: Api, run_id: str) -> tuple[int, str, str | None]:
