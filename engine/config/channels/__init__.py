@@ -126,7 +126,7 @@ CHANNEL_ADDRESSES: tuple[ChannelAddress, ...] = (
     ),
     ChannelAddress(
         "teams",
-        r"[\s\S]*\S[\s\S]*",
+        r"[^\x00]*[^\s\x00][^\x00]*",  # a name: not blank, no NUL (refused in every input)
         "teams:<conversation name>, teams:@<person or group>, teams:dm",
         state=teams_state,
         people=("teams",),  # a bot can write only to a personal chat stored by AAD object id
