@@ -32,10 +32,10 @@ from typing import Any
 
 import aiosmtplib
 
-from bot.api.views import approval_url
 from bot.email.answers import ANSWER, answer_of
 from bot.email.message import Envelope, build_message, message_id, thread_id
 from bot.email.reply_addresses import ReplyAddresses
+from bot.views import approval_view
 from cards.email.render import Email, render_email_card, render_email_notice, thread_subject
 from cards.notice_fields import (
     REQUEST_NOTICES,
@@ -44,7 +44,7 @@ from cards.notice_fields import (
     step_result_fields,
 )
 from cards.notices import NOTICES, Mention, NoticeKind
-from cards.view import ApprovalView, build_view
+from cards.view import ApprovalView
 from engine.assembly import Engine
 from engine.config.channels import SmtpConfig, addressed_person
 from engine.domain.errors import DeliveryError, NotFound, SignoffError
@@ -224,19 +224,7 @@ class EmailSink:
         return max(mine, key=lambda r: (r.step_id == step, r.created_at), default=None)
 
     async def _view(self, request: TakeoverRequest) -> ApprovalView:
-        try:
-            run = await self.engine.queries.get_run(request.run_id)
-        except NotFound:
-            run = None
-        public_url = self.engine.config.server.public_url
-        return build_view(
-            request,
-            run,
-            approval_url=approval_url(public_url, request.id),
-            run_url=None,
-            now=self.engine.clock.now(),
-            admins=bool(self.engine.config.admins),
-        )
+        return await approval_view(self.engine, request)
 
     def _link(
         self, request: TakeoverRequest, view: ApprovalView, recipient: Recipient

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from bot.api.views import approval_url
 from bot.slack.installs import split_target
+from bot.views import approval_view
 from cards.notice_fields import (
     REQUEST_NOTICES,
     confidence_fields,
@@ -25,7 +25,7 @@ from cards.notices import Mention, NoticeKind
 from cards.render import render_notice
 from cards.slack.limits import check_message
 from cards.slack.render import render_slack_card
-from cards.view import ApprovalView, build_view
+from cards.view import ApprovalView
 from engine.assembly import Engine
 from engine.domain.model import OutboxRecord, Run, TakeoverRequest
 
@@ -81,17 +81,7 @@ class SlackMessages:
         return self.people.mention_id(person, team) or person
 
     async def view(self, request: TakeoverRequest, run: Run | None = None) -> ApprovalView:
-        if run is None or run.id != request.run_id:
-            run = await self.engine.queries.get_run(request.run_id)
-        public_url = self.engine.config.server.public_url
-        return build_view(
-            request,
-            run,
-            approval_url=approval_url(public_url, request.id),
-            run_url=None,
-            now=self.engine.clock.now(),
-            admins=bool(self.engine.config.admins),
-        )
+        return await approval_view(self.engine, request, run)
 
     async def card(self, request_id: str, run: Run | None = None) -> dict[str, Any]:
         request = await self.engine.queries.get_takeover(request_id)

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from weakref import WeakKeyDictionary
 
-from bot.api.views import approval_url
 from bot.teams.activities import Outgoing
+from bot.views import approval_view
 from cards.notice_fields import (
     REQUEST_NOTICES,
     confidence_fields,
@@ -25,7 +25,6 @@ from cards.notice_fields import (
 from cards.notices import Mention, NoticeKind
 from cards.render import render_notice
 from cards.teams.render import render_teams_card, teams_mention_activity
-from cards.view import ApprovalView, build_view
 from engine.assembly import Engine
 from engine.domain.errors import NotFound
 from engine.domain.model import OutboxRecord, TakeoverRequest
@@ -36,21 +35,6 @@ _RENDERED_MAX = 512
 _rendered: WeakKeyDictionary[Engine, OrderedDict[tuple[Any, ...], dict[str, Any]]] = (
     WeakKeyDictionary()
 )
-
-
-async def approval_view(engine: Engine, request: TakeoverRequest) -> ApprovalView:
-    try:
-        run = await engine.queries.get_run(request.run_id)
-    except NotFound:
-        run = None
-    return build_view(
-        request,
-        run,
-        approval_url=approval_url(engine.config.server.public_url, request.id),
-        run_url=None,
-        now=engine.clock.now(),
-        admins=bool(engine.config.admins),
-    )
 
 
 async def approval_card(engine: Engine, request: TakeoverRequest) -> dict[str, Any]:
