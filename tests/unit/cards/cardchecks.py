@@ -158,3 +158,13 @@ def omitted_after(canonical: str, shown: str) -> int:
         count += 1
     assert covered == units, "the cut falls inside a surrogate pair"
     return len(canonical) - count
+
+
+# Each card format's validity check, by channel (``cards.render.card_channels``): a new format
+# without one fails the tests that go over every format.
+VALID = {
+    "email": assert_valid_email,
+    "slack": assert_valid_slack,
+    "teams": assert_valid_teams,
+    "web": assert_valid_html,
+}
