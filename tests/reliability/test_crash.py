@@ -77,6 +77,7 @@ LEASE_SECONDS = 5
 WORKERS = 8
 CHANNEL = "C0CRASH"
 MAIL_DOMAIN = "crash.test"
+PUBLIC_URL = "http://signoff.crash.test"
 BOB = "U0BOB0001"
 
 
@@ -383,7 +384,10 @@ async def test_killed_replicas_lose_and_double_nothing(
             db_url,
             config(remote, slack, channels, smtp),
             replicas=replicas,
-            server=f"{{workers: {WORKERS}, leaseSeconds: {LEASE_SECONDS}, pollSeconds: 0.2}}",
+            # One public address for every replica, as behind a load balancer: a message sent
+            # again by another replica carries the same links as the first.
+            server=f"{{workers: {WORKERS}, leaseSeconds: {LEASE_SECONDS}, pollSeconds: 0.2, "
+            f"publicUrl: '{PUBLIC_URL}'}}",
         )
         try:
             await cluster.setup()
