@@ -93,7 +93,7 @@ def build_bolt_app(
         enterprise_id: str | None, team_id: str | None, user_id: str | None
     ) -> AuthorizeResult | None:
         if not config.allows(team_id):
-            log.warning("a signed Slack request from %s, which is not in slack.teams", team_id)
+            log.warning("a signed Slack request from %s, which is not in slack.workspaces", team_id)
             return None
         return AuthorizeResult(
             enterprise_id=enterprise_id,
@@ -117,7 +117,7 @@ def build_bolt_app(
                 config.client_id,
                 config.client_secret,
                 config.scopes,
-                config.teams,
+                config.workspaces,
                 engine.config.server.public_url,
                 store,
             ),

@@ -168,7 +168,7 @@ class SealedInstallationStore(AsyncSQLAlchemyInstallationStore):
         bot: Bot = self._opened(SQLAlchemyInstallationStore.build_bot_entity(rows[0]), _BOT_TOKENS)
         return bot
 
-    async def teams(self) -> list[str]:
+    async def workspaces(self) -> list[str]:
         """The workspaces with a bot installed, sorted."""
         c = self.bots.c
         query = (
@@ -189,7 +189,7 @@ class InstalledAuthorize(AsyncAuthorize):
 
     def __init__(self, store: SealedInstallationStore, allows: Callable[[str], bool]) -> None:
         self.store = store
-        self.allows = allows  # ``SlackConfig.allows``: slack.teams, when set
+        self.allows = allows  # ``SlackConfig.allows``: slack.workspaces, when set
 
     async def __call__(
         self,
@@ -205,7 +205,7 @@ class InstalledAuthorize(AsyncAuthorize):
         if not team_id:
             return None  # org-wide installs are not supported (docs/slack.md)
         if not self.allows(team_id):
-            log.warning("a signed Slack request from %s, which is not in slack.teams", team_id)
+            log.warning("a signed Slack request from %s, which is not in slack.workspaces", team_id)
             return None
         try:
             bot = await self.store.bot_of_team(team_id)
@@ -257,21 +257,21 @@ class Workspaces:
 
     async def _default_team(self) -> str:
         assert self.store is not None
-        teams = await self.store.teams()
-        if len(teams) == 1:
-            return teams[0]
-        if not teams:
+        installed = await self.store.workspaces()
+        if len(installed) == 1:
+            return installed[0]
+        if not installed:
             raise NotInstalled("Signoff is not installed in any Slack workspace yet")
         raise NotInstalled(
-            f"{len(teams)} Slack workspaces are installed ({', '.join(teams)}): name one in "
-            f"the address, like slack:{teams[0]}/C0123ABCD"
+            f"{len(installed)} Slack workspaces are installed ({', '.join(installed)}): name one "
+            f"in the address, like slack:{installed[0]}/C0123ABCD"
         )
 
     async def is_default(self, team: str | None) -> bool:
         """Whether ``team`` is the default workspace (module docstring)."""
         if self.store is None:
             return True
-        return team is not None and await self.store.teams() == [team]
+        return team is not None and await self.store.workspaces() == [team]
 
     async def person(self, team: str | None, user: str) -> Person | None:
         """Who Slack user ``user`` of workspace ``team`` is: ``slack: <team>/<user>``, else

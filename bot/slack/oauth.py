@@ -61,8 +61,8 @@ FAILURES: dict[str, str] = {
         "slack.clientSecret."
     ),
     "not_allowed": (
-        "This Slack workspace is not one Signoff may be installed in (slack.teams), so nothing "
-        "was installed."
+        "This Slack workspace is not one Signoff may be installed in (slack.workspaces), so "
+        "nothing was installed."
     ),
     "storage_error": (
         "Slack approved the installation but Signoff could not save it, so it is not "
@@ -116,21 +116,21 @@ class SweptStateStore(AsyncSQLAlchemyOAuthStateStore):
 
 
 class NotAllowed(BoltError):
-    """An install into a workspace not in ``slack.teams``: not saved."""
+    """An install into a workspace not in ``slack.workspaces``: not saved."""
 
 
 class SignoffOAuthFlow(AsyncOAuthFlow):
     """bolt's flow with Signoff's install page (bolt's own loads its button image from Slack's
     site, which the console's Content-Security-Policy, images from this server only, blocks),
-    and ``slack.teams`` checked before an installation is saved."""
+    and ``slack.workspaces`` checked before an installation is saved."""
 
-    teams: tuple[str, ...] = ()
+    workspaces: tuple[str, ...] = ()
 
     async def store_installation(
         self, request: AsyncBoltRequest, installation: Installation
     ) -> None:
-        if self.teams and installation.team_id not in self.teams:
-            raise NotAllowed(f"Slack workspace {installation.team_id} is not in slack.teams")
+        if self.workspaces and installation.team_id not in self.workspaces:
+            raise NotAllowed(f"Slack workspace {installation.team_id} is not in slack.workspaces")
         await super().store_installation(request, installation)
 
     async def build_install_page_html(self, url: str, request: AsyncBoltRequest) -> str:
@@ -149,7 +149,7 @@ def oauth_flow(
     client_id: str,
     client_secret: str,
     scopes: tuple[str, ...],
-    teams: tuple[str, ...],
+    workspaces: tuple[str, ...],
     public_url: str,
     store: SealedInstallationStore,
 ) -> AsyncOAuthFlow:
@@ -162,7 +162,7 @@ def oauth_flow(
         logger=store.logger,
         settings=_settings(client_id, client_secret, scopes, public_url, store),
     )
-    flow.teams = teams
+    flow.workspaces = workspaces
     return flow
 
 

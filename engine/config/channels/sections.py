@@ -56,11 +56,11 @@ class SlackConfig:
     client_id: str = ""
     client_secret: str = ""
     scopes: tuple[str, ...] = ()  # empty: the bot scopes of bot/manifests/slack.yaml
-    teams: tuple[str, ...] = ()  # empty: any workspace
+    workspaces: tuple[str, ...] = ()  # empty: any workspace
 
     def allows(self, team: str | None) -> bool:
-        """Whether workspace ``team`` may install Signoff and be answered (``teams``)."""
-        return not self.teams or team in self.teams
+        """Whether workspace ``team`` may install Signoff and be answered (``workspaces``)."""
+        return not self.workspaces or team in self.workspaces
 
     @property
     def oauth(self) -> bool:
@@ -113,7 +113,7 @@ class WebhooksConfig:
 
 
 APP_TOKEN_PREFIX = "xapp-"  # Slack's app-level tokens, the only ones apps.connections.open takes
-SLACK_TEAM = r"T[A-Z0-9]{2,}"  # a workspace id (``slack.teams``; addresses and ids naming one)
+SLACK_TEAM = r"T[A-Z0-9]{2,}"  # a workspace id (``slack.workspaces``, addresses and ids)
 
 
 def parse_slack(raw: Any, path: str, problems: list[str], server: ServerConfig) -> SlackConfig:
@@ -126,7 +126,7 @@ def parse_slack(raw: Any, path: str, problems: list[str], server: ServerConfig) 
         "clientId",
         "clientSecret",
         "scopes",
-        "teams",
+        "workspaces",
     )
     s = Section(raw, path, problems, keys)
     api = s.url("apiBaseUrl", "https://slack.com/api/") or "https://slack.com/api/"
@@ -139,10 +139,10 @@ def parse_slack(raw: Any, path: str, problems: list[str], server: ServerConfig) 
     for i, scope in enumerate(scopes):
         if not re.fullmatch(r"[a-z_.]+(:[a-z_.]+)*", scope):
             problems.append(f"{s.at('scopes')}[{i}]: not a Slack scope like chat:write")
-    teams = s.texts("teams")
-    for i, team in enumerate(teams):
+    workspaces = s.texts("workspaces")
+    for i, team in enumerate(workspaces):
         if not re.fullmatch(SLACK_TEAM, team):
-            problems.append(f"{s.at('teams')}[{i}]: not a Slack workspace id like T0123ABCD")
+            problems.append(f"{s.at('workspaces')}[{i}]: not a Slack workspace id like T0123ABCD")
     if app_token and not app_token.startswith(APP_TOKEN_PREFIX):
         s.error(
             "appToken",
@@ -187,7 +187,7 @@ def parse_slack(raw: Any, path: str, problems: list[str], server: ServerConfig) 
         client_id=client_id,
         client_secret=client_secret,
         scopes=scopes,
-        teams=teams,
+        workspaces=workspaces,
     )
 
 

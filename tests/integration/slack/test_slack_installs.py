@@ -54,7 +54,7 @@ async def test_tokens_are_sealed_in_the_rows_and_open_for_their_workspace(
     await store.async_save(installation(T1, "xoxb-acme-token"))
     await store.async_save(installation(T2, "xoxb-globex-token"))
 
-    assert await store.teams() == [T1, T2]
+    assert await store.workspaces() == [T1, T2]
     bot = await store.async_find_bot(enterprise_id=None, team_id=T1)
     assert bot is not None and bot.bot_token == "xoxb-acme-token"
     found = await store.async_find_installation(enterprise_id=None, team_id=T2)
@@ -87,7 +87,7 @@ async def test_a_token_is_read_while_another_connection_holds_the_write_lock(
             began = time.monotonic()
             async with asyncio.timeout(5):
                 bot = await store.bot_of_team(T1)
-                teams = await store.teams()
+                teams = await store.workspaces()
             took = time.monotonic() - began
         finally:
             holder.execute("ROLLBACK")
@@ -140,7 +140,7 @@ async def test_uninstall_deletes_and_revocation_clears_the_bot_token(database: D
     await store.async_delete_all(enterprise_id=None, team_id=T1)
     await store.async_delete_bot(enterprise_id=None, team_id=T2)
 
-    assert await store.teams() == []
+    assert await store.workspaces() == []
     assert await store.async_find_installation(enterprise_id=None, team_id=T1) is None
     kept = await store.async_find_installation(enterprise_id=None, team_id=T2)
     assert kept is not None and kept.bot_token is None

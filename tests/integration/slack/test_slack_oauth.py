@@ -318,19 +318,20 @@ async def test_a_code_is_exchanged_once_and_only_with_the_apps_secret(
         assert [r["team_id"] for r in (await _rows(migrated_db_url))["slack_bots"]] == [T1]
 
 
-async def test_only_the_workspaces_of_slack_teams_may_install(migrated_db_url: str) -> None:
-    async with running_oauth(migrated_db_url, PEOPLE, FLOWS, slack_extra=f", teams: [{T1}]") as h:
+async def test_only_the_workspaces_of_slack_workspaces_may_install(migrated_db_url: str) -> None:
+    only_t1 = f", workspaces: [{T1}]"
+    async with running_oauth(migrated_db_url, PEOPLE, FLOWS, slack_extra=only_t1) as h:
         await installed(h, T1)
         status, page = await h.install(T2)
         assert status == 403
-        assert "not one Signoff may be installed in (slack.teams), so nothing was" in page
+        assert "not one Signoff may be installed in (slack.workspaces), so nothing was" in page
     assert [r["team_id"] for r in (await _rows(migrated_db_url))["slack_bots"]] == [T1]
 
 
-async def test_with_a_bot_token_slack_teams_refuses_other_workspaces(migrated_db_url: str) -> None:
+async def test_with_a_bot_token_slack_workspaces_refuses_the_others(migrated_db_url: str) -> None:
     async with FakeSlack() as slack:
         text = config_text(migrated_db_url, slack, FLOWS, people=PEOPLE).replace(
-            f"apiBaseUrl: '{slack.api_url}'", f"apiBaseUrl: '{slack.api_url}', teams: [{T1}]"
+            f"apiBaseUrl: '{slack.api_url}'", f"apiBaseUrl: '{slack.api_url}', workspaces: [{T1}]"
         )
         app = create_app(parse_config(text, {}), EngineOptions(clock=ManualClock()))
         async with TestClient(TestServer(app)) as client:
@@ -369,8 +370,8 @@ async def test_cancelled_install_says_nothing_was_installed(migrated_db_url: str
         ("secretKey: 'k'", f"clientId: '{CLIENT_ID}'", "slack.clientSecret: required"),
         (
             "secretKey: 'k'",
-            f"clientId: '{CLIENT_ID}', clientSecret: x, teams: [acme]",
-            "slack.teams[0]: not a Slack workspace id like T0123ABCD",
+            f"clientId: '{CLIENT_ID}', clientSecret: x, workspaces: [acme]",
+            "slack.workspaces[0]: not a Slack workspace id like T0123ABCD",
         ),
     ],
 )
