@@ -2,7 +2,7 @@
 
     python bench/channel_names.py [--quiet]
 
-DESIGN's second seam: "a channel is a plug-in". A channel (slack, teams, web, webhook) owns
+DESIGN's second seam: "a channel is a plug-in". A channel (slack, teams, web, webhook, email) owns
 ``bot/<channel>/`` and ``cards/<channel>/``; every other module under ``engine/``, ``bot/`` and
 ``cards/`` should ask the registry instead of naming it. This script lists, per channel, the
 modules outside those packages that name the channel *in code*: an identifier, an import or a
@@ -18,6 +18,12 @@ the names they bind and their attributes (``from aiohttp import web``, ``web.Res
 ``slack_sdk.web``) do not count; a module of ours (``bot.slack``) does. Words are split on
 ``_``, case changes and non-letters, so ``webhook`` is never the word ``web``; the plural
 ``webhooks`` is the webhook channel.
+
+Email is also a ``people:`` field (a person's address, which Slack looks people up by, and
+which the away words accept): the word names the field far more often than the channel. So
+the email channel is counted by what only the channel is: an import of ``bot.email`` or
+``cards.email`` (``from bot import email`` included), and a string holding an address of it
+(``"email:"``).
 
 A name our code binds to a library's object straight from the library (``x = LibName(...)`` or
 ``x = lib.Thing(...)``, ``LibName`` imported from outside engine/bot/cards) is the library's
@@ -40,14 +46,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TREES = ("engine", "bot", "cards")
-CHANNELS = ("slack", "teams", "web", "webhook")
+CHANNELS = ("slack", "teams", "web", "webhook", "email")
 # The words that name each channel (after splitting an identifier or a string into words).
 WORDS: dict[str, frozenset[str]] = {
     "slack": frozenset({"slack"}),
     "teams": frozenset({"teams"}),
     "web": frozenset({"web"}),
     "webhook": frozenset({"webhook", "webhooks"}),
+    "email": frozenset(),  # counted by imports and addresses (FIELD_NAMED)
 }
+# Channels whose name is also a ``people:`` field: named only by an import of their packages
+# or a string holding one of their addresses (module docstring).
+FIELD_NAMED = ("email",)
 TARGET = 2
 # Packages that count as one module (their modules are one unit split for size).
 UNITS = ("engine/config/channels",)
@@ -107,12 +117,34 @@ def third_party_imports(tree: ast.Module) -> tuple[set[int], set[str]]:
     return lines, names
 
 
+def field_named(tree: ast.Module, docstrings: set[int]) -> set[str]:
+    """The ``FIELD_NAMED`` channels a module imports, or holds an address of in a string."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        modules: list[str] = []
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        for name in FIELD_NAMED:
+            if any(m.split(".")[:2] in (["bot", name], ["cards", name]) for m in modules):
+                found.add(name)
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.lineno not in docstrings
+                and f"{name}:" in node.value
+            ):
+                found.add(name)
+    return found
+
+
 def named_channels(source: str) -> set[str]:
     """The channels a module's code (not its comments or docstrings) names."""
     tree = ast.parse(source)
     docstrings = docstring_lines(tree)
     library_lines, library_names = third_party_imports(tree)
-    found: set[str] = set()
+    found: set[str] = field_named(tree, docstrings)
     previous: list[str] = []  # the last two significant tokens, to see ``aiohttp.web``
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):
         if tok.start[0] in library_lines or (
