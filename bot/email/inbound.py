@@ -50,9 +50,10 @@ MAX_MESSAGE_BYTES = 1024 * 1024  # a reply with a forwarded thread fits; an atta
 SESSION_TIMEOUT_SECONDS = 60.0  # a client silent this long is disconnected
 MAX_RECIPIENTS = 5  # reply addresses of ours in one message
 _DROPPED_PRECEDENCE = {"bulk", "junk", "list", "auto_reply"}
-_TAG = re.compile(r"<[^>]*>")
-_QUOTED_HTML = re.compile(r"<blockquote\b.*?</blockquote\s*>", re.IGNORECASE | re.DOTALL)
-_HTML_BREAK = re.compile(r"<(?:br|/p|/div|/tr|/li)\b[^>]*>", re.IGNORECASE)
+# Linear on any input: a tag cannot hold "<", so no match runs past the next one.
+_TAG = re.compile(r"<[^<>]*>")
+_HTML_BREAK = re.compile(r"<(?:br|/p|/div|/tr|/li)\b[^<>]*>", re.IGNORECASE)
+_QUOTE_TAG = re.compile(r"<(/?)blockquote\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -217,9 +218,31 @@ def _text_of(message: EmailMessage) -> str:
     if not isinstance(content, str):
         return ""
     if body.get_content_subtype() == "html":
-        content = _QUOTED_HTML.sub("", content)
+        content = _without_quotes(content)
         content = html.unescape(_TAG.sub("", _HTML_BREAK.sub("\n", content)))
     return content
+
+
+def _without_quotes(markup: str) -> str:
+    """``markup`` without its ``<blockquote>`` elements (nested ones too; one left open runs to
+    the end), in one pass: a reply's HTML is as large as the server takes."""
+    kept: list[str] = []
+    depth, start = 0, 0
+    for tag in _QUOTE_TAG.finditer(markup):
+        if not tag.group(1):
+            if depth == 0:
+                kept.append(markup[start : tag.start()])
+            depth += 1
+        elif depth:
+            depth -= 1
+            if depth == 0:
+                close = markup.find(">", tag.end())
+                if close < 0:
+                    return "".join(kept)  # the rest is inside an unfinished tag
+                start = close + 1
+    if depth == 0:
+        kept.append(markup[start:])
+    return "".join(kept)
 
 
 def _one_line(text: str) -> str:
