@@ -119,8 +119,12 @@ async def test_signed_requests_no_listener_takes_get_200_and_change_nothing(
         async def card_posted() -> list:
             return h.slack.posted(CHANNEL)
 
+        async def homes_published() -> bool:  # after the card: its approvers' Home tabs
+            return all(USERS[p] in h.slack.homes for p in ("alice", "bob", "carol"))
+
         await wait_for(card_posted)
-        await quiet(0.2)  # the card's delivery is done
+        await wait_for(homes_published)
+        await quiet(0.2)  # nothing more follows the card
         before, calls = await snapshot(h, run_id), len(h.slack.calls)
 
         unknown_click, key = h.action_body(USERS["bob"], "signoff_frobnicate", request_id)
