@@ -3,8 +3,7 @@ every page shares (the web channel's approval page, ``bot.web``, among them):
 
 * ``/console``: the operator console, its live queue of approvals (``inbox``), runs and live
   run timelines (``console``, ``events``; ``streams`` for what the live pages share), who is
-  away with a delegate (``away``), behind
-  an API-token sign-in (``login``, ``security``);
+  away with a delegate (``away``), behind an API-token sign-in (``login``, ``security``);
 * ``/static/``: one stylesheet, the pages' small scripts and the icon; ``/favicon.ico``,
   ``/privacy``, ``/terms`` and the 404 page in the site's layout (``site``);
 * the page context (``context``: ``app[PAGES]``), the template environment (``pages``) and the
