@@ -2,7 +2,9 @@
 decides as their recipient, once (``smtp.inbound``; off unless configured).
 
 It accepts mail only for this deployment's signed reply addresses (``bot.email.reply_addresses``),
-refusing any other recipient at ``RCPT`` (550: it is no relay and no mailbox). For each reply:
+refusing any other recipient at ``RCPT`` (550: it is no relay and no mailbox), and any message
+outside what it reads (over 1 MB: 552; too many parts or an overlong header: 554,
+``bot.email.incoming``). For each reply:
 
 * mail that answers itself is dropped without an answer, so two robots never write to each
   other: a bounce (empty envelope sender), ``Auto-Submitted`` other than ``no`` (out-of-office
@@ -25,19 +27,15 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import html
 import logging
-import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from email import policy
-from email.message import EmailMessage
-from email.parser import BytesParser
 from typing import Any
 
 from aiosmtpd.smtp import SMTP
 
 from bot import replies
+from bot.email.incoming import Incoming, Unreadable, read
 from bot.email.replies import read_reply
 from bot.email.reply_addresses import ReplyAddress, ReplyAddresses
 from cards.templating import words
@@ -49,11 +47,6 @@ log = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 1024 * 1024  # a reply with a forwarded thread fits; an attachment does not
 SESSION_TIMEOUT_SECONDS = 60.0  # a client silent this long is disconnected
 MAX_RECIPIENTS = 5  # reply addresses of ours in one message
-_DROPPED_PRECEDENCE = {"bulk", "junk", "list", "auto_reply"}
-# Linear on any input: a tag cannot hold "<", so no match runs past the next one.
-_TAG = re.compile(r"<[^<>]*>")
-_HTML_BREAK = re.compile(r"<(?:br|/p|/div|/tr|/li)\b[^<>]*>", re.IGNORECASE)
-_QUOTE_TAG = re.compile(r"<(/?)blockquote\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -96,19 +89,22 @@ class InboundHandler:
         return "250 OK"
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        message = BytesParser(policy=policy.default).parsebytes(envelope.original_content)
-        assert isinstance(message, EmailMessage)
-        if _answers_itself(envelope.mail_from, message):
+        try:
+            reply = read(envelope.original_content, envelope.mail_from)
+        except Unreadable as exc:
+            log.info("inbound mail from %r refused: %s", envelope.mail_from, exc)
+            return f"554 5.6.0 Not read: {exc}"
+        if reply.automatic:
             log.info("inbound mail from %r dropped: it answers itself", envelope.mail_from)
             return "250 OK: not answered (automatic mail)"
         for rcpt in envelope.rcpt_tos:
             address = self.desk.addresses.read(rcpt, self.desk.mailboxes())
             if address is not None:  # people: may have changed since RCPT
-                await self._reply(address, message, envelope.original_content)
+                await self._reply(address, reply, envelope.original_content)
         return "250 OK"
 
-    async def _reply(self, address: ReplyAddress, message: EmailMessage, raw: bytes) -> None:
-        sender = _sender(message)
+    async def _reply(self, address: ReplyAddress, reply: Incoming, raw: bytes) -> None:
+        sender = reply.sender
         known = {m.casefold() for m in self.desk.mailboxes().values()}
         if sender is None or sender.casefold() not in known:
             # Nobody to decide as, and nobody Signoff writes to: answering any sender would
@@ -116,9 +112,8 @@ class InboundHandler:
             log.info("a reply for %s from %r is not from a person's mailbox", address.request_id,
                      sender)  # fmt: skip
             return
-        text = await self._outcome(address, sender, message)
-        subject = _one_line(str(message.get("Subject", "")))
-        message_id = _one_line(str(message.get("Message-ID", ""))) or None
+        text = await self._outcome(address, sender, reply.text)
+        subject, message_id = reply.subject, reply.message_id
         seen = message_id or hashlib.sha256(raw).hexdigest()[:32]
         await self.desk.answer(
             Answer(
@@ -131,7 +126,7 @@ class InboundHandler:
             )
         )
 
-    async def _outcome(self, address: ReplyAddress, sender: str, message: EmailMessage) -> str:
+    async def _outcome(self, address: ReplyAddress, sender: str, text: str) -> str:
         """What the reply did, in the words its answer says it."""
         own = self.desk.mailboxes().get(address.person)
         if own is None or sender.casefold() != own.casefold():
@@ -139,7 +134,7 @@ class InboundHandler:
                 "Replies to this address are accepted only from the mailbox the approval "
                 "email was sent to, so this reply decided nothing."
             )
-        reading = read_reply(_text_of(message))
+        reading = read_reply(text)
         if reading.verb is None:
             began = f"began with “{reading.first_word}”" if reading.first_word else "was empty"
             return (
@@ -186,64 +181,3 @@ async def serve(desk: ReplyDesk, host: str, port: int, *, hostname: str) -> asyn
         host,
         port,
     )
-
-
-def _answers_itself(mail_from: str | None, message: EmailMessage) -> bool:
-    if not mail_from or mail_from.strip() in ("<>", ""):
-        return True  # a bounce
-    auto = str(message.get("Auto-Submitted", "no")).strip().lower()
-    precedence = str(message.get("Precedence", "")).strip().lower()
-    return auto != "no" or precedence in _DROPPED_PRECEDENCE or "List-Id" in message
-
-
-def _sender(message: EmailMessage) -> str | None:
-    """The one address of ``From:``; None for none, several or a malformed header."""
-    try:
-        addresses: tuple[Any, ...] = tuple(getattr(message["From"], "addresses", ()))
-    except (ValueError, IndexError, TypeError):  # the email package's header parse errors
-        return None
-    spec = str(addresses[0].addr_spec) if len(addresses) == 1 else ""
-    return spec if "@" in spec else None
-
-
-def _text_of(message: EmailMessage) -> str:
-    """The reply's own text: its plain part, else its HTML part without what it quotes."""
-    body = message.get_body(preferencelist=("plain", "html"))
-    if body is None:
-        return ""
-    try:
-        content = body.get_content()
-    except (LookupError, ValueError):  # an unknown charset, a malformed transfer encoding
-        return ""
-    if not isinstance(content, str):
-        return ""
-    if body.get_content_subtype() == "html":
-        content = _without_quotes(content)
-        content = html.unescape(_TAG.sub("", _HTML_BREAK.sub("\n", content)))
-    return content
-
-
-def _without_quotes(markup: str) -> str:
-    """``markup`` without its ``<blockquote>`` elements (nested ones too; one left open runs to
-    the end), in one pass: a reply's HTML is as large as the server takes."""
-    kept: list[str] = []
-    depth, start = 0, 0
-    for tag in _QUOTE_TAG.finditer(markup):
-        if not tag.group(1):
-            if depth == 0:
-                kept.append(markup[start : tag.start()])
-            depth += 1
-        elif depth:
-            depth -= 1
-            if depth == 0:
-                close = markup.find(">", tag.end())
-                if close < 0:
-                    return "".join(kept)  # the rest is inside an unfinished tag
-                start = close + 1
-    if depth == 0:
-        kept.append(markup[start:])
-    return "".join(kept)
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())[:998]

@@ -1,4 +1,4 @@
-"""Reading an HTML-only reply (``bot.email.inbound``): what it quotes is dropped, and the
+"""Reading an HTML-only reply (``bot.email.incoming``): what it quotes is dropped, and the
 reading takes time in proportion to the reply, whatever markup a sender makes up (the server
 takes up to 1 MB and reads it on the app's event loop)."""
 
@@ -9,7 +9,8 @@ from email.message import EmailMessage
 
 import pytest
 
-from bot.email.inbound import MAX_MESSAGE_BYTES, _text_of
+from bot.email.inbound import MAX_MESSAGE_BYTES
+from bot.email.incoming import text_of
 from bot.email.replies import read_reply
 
 
@@ -37,7 +38,7 @@ def html_reply(markup: str) -> EmailMessage:
 def test_an_html_reply_is_read_without_what_it_quotes(
     markup: str, verb: str, reason: str | None
 ) -> None:
-    reading = read_reply(_text_of(html_reply(markup)))
+    reading = read_reply(text_of(html_reply(markup)))
 
     assert (reading.verb, reading.reason) == (verb, reason)
 
@@ -53,7 +54,7 @@ def test_made_up_markup_of_the_largest_size_is_read_at_once(filler: str) -> None
     markup = "<p>approve</p>" + filler * ((MAX_MESSAGE_BYTES - 100) // len(filler))
     started = time.perf_counter()
 
-    reading = read_reply(_text_of(html_reply(markup)))
+    reading = read_reply(text_of(html_reply(markup)))
 
     assert time.perf_counter() - started < 30
     assert reading.verb == "grant"

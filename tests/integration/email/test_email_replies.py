@@ -209,6 +209,41 @@ async def test_unknown_altered_and_oversized_mail_is_refused_at_the_door(
     assert await replies.queued_answers() == 0
 
 
+async def test_mail_made_to_be_slow_to_read_is_refused_and_the_server_goes_on(
+    replies: Replies,
+) -> None:
+    request, cards = await replies.park()
+    to = cards["bob"].message["Reply-To"].addresses[0].addr_spec
+    quotes = "\r\n ".join('"' * 900 for _ in range(56))  # 50,000: 22 s for the email package
+    made_up = [
+        f"From: {quotes} <bob@example.com>\r\nTo: {to}\r\n\r\napprove\r\n",
+        f"From: bob@example.com\r\nTo: {to}\r\n{nested_parts(1000)}",
+    ]
+
+    for raw in made_up:
+        with pytest.raises(aiosmtplib.SMTPResponseException) as refused:
+            await aiosmtplib.send(
+                raw.encode(), hostname="127.0.0.1", port=replies.port,
+                sender="bob@example.com", recipients=[to], start_tls=False, timeout=30,
+            )  # fmt: skip
+        assert refused.value.code == 554, refused.value.message
+    assert await _status(replies.api, request) == TakeoverStatus.PENDING
+    assert await replies.queued_answers() == 0
+
+    await replies.reply(to, "approve")  # the next reply is read as ever
+
+    await wait_status(replies.api.engine, request.run_id, RunStatus.COMPLETED)
+    assert await _status(replies.api, request) == TakeoverStatus.RELEASED
+
+
+def nested_parts(depth: int) -> str:
+    head = tail = ""
+    for i in range(depth):
+        head += f'Content-Type: multipart/mixed; boundary="b{i}"\r\n\r\n--b{i}\r\n'
+        tail = f"\r\n--b{i}--\r\n" + tail
+    return f"{head}Content-Type: text/plain\r\n\r\napprove{tail}"
+
+
 async def test_a_mailbox_that_is_nobodys_gets_no_reply_address(
     migrated_db_url: str, smtp: SmtpServer
 ) -> None:
