@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from engine.domain.model import JournalEntry, JournalEvent, RunStatus
@@ -162,7 +162,7 @@ class TimelineReader:
             item = make("Approval requested", "wait", detail=_text(d.get("reason")))
         elif e.event == ev.TAKEOVER_DELEGATED:  # engine.domain.delegation.delegation_events
             said = [
-                f"{x.get('delegate')} decides for {x.get('for')}, away until {x.get('until')}"
+                f"{x.get('delegate')} decides for {x.get('for')}, away until {_until(x)}"
                 for x in d.get("delegates") or ()
                 if isinstance(x, dict)
             ]
@@ -222,6 +222,15 @@ class TimelineReader:
         if start is None:
             return None
         return max(0.0, (end - start).total_seconds())
+
+
+def _until(entry: dict[str, Any]) -> str:
+    """An absence's end as a person reads it (``2026-12-24 00:00 UTC``), else as written."""
+    written = str(entry.get("until"))
+    try:
+        return datetime.fromisoformat(written).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    except ValueError:
+        return written
 
 
 def _text(value: Any) -> str | None:
