@@ -94,6 +94,7 @@ async def test_an_admin_sees_everyone_away_and_ends_anyones_others_may_not(api: 
     assert "Everyone away" in html
     assert html.count('name="person" value="bob"') == 1
     assert html.count('name="person" value="carol"') == 1
+    assert 'aria-label="End carol\'s absence"' in html  # each End button says whose
     resp = await submit(api.client, "/console/away/end", {"person": "carol"}, csrf_from=PAGE)
     assert resp.status == 303
     assert await _absences(api) == [("bob", "carol", "bob")]
