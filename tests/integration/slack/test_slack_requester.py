@@ -100,7 +100,8 @@ async def test_approved_in_a_channel_the_decision_in_the_thread_mentions_the_req
         status, answer = await h.submit_deny(USERS["bob"], request.id, "not this order")
         assert status == 200, answer
         await wait_status(h.engine, run_id, RunStatus.FAILED)
-        _, (denial,) = await replies(h, 1, root=1)
+        _, (denial, failed) = await replies(h, 2, root=1)
+        assert failed.text == "Step approve failed"  # the run's own notice, after the decision
         body = texts(denial)
         assert f"⛔ {DAVE} *bob* denied your request *demo-ledger · note*" in body
         assert "*Reason*\nnot this order" in body
