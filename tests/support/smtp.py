@@ -3,7 +3,9 @@
 It is as strict as the servers users send through: lines of at most 1,000 characters (RFC 5321
 4.5.3.1.6: aiosmtpd answers 500), a message size limit it advertises (``SIZE``) and enforces
 (552), a ``MAIL FROM`` that must be a plain address (553 otherwise, and for the null sender),
-and, when given a certificate, STARTTLS before anything else (530) with AUTH only over TLS and
+a message as RFC 5322 has it (550 5.7.1, as Gmail answers, for one without exactly one
+``From``, ``Date`` and ``Message-ID <id@domain>``, or with two ``Subject`` or ``To``), and,
+when given a certificate, STARTTLS before anything else (530) with AUTH only over TLS and
 only with the right password (535). It records what it accepted (``messages``), and can be told
 to refuse the next messages with a code (``refuse``: 421 and 451 at DATA, 550 at RCPT, as real
 servers do) or to hang without answering (``hang``), before or after it stored the message.
@@ -36,6 +38,13 @@ import pytest
 REQUIRE_SMTP_VAR = "SIGNOFF_REQUIRE_SMTP"
 SIZE_LIMIT = 512 * 1024
 _MAILBOX = re.compile(r"[^@\s<>]+@[^@\s<>]+\Z")
+_MESSAGE_ID = re.compile(r"<[^<>@\s]+@[^<>@\s]+>\Z")
+_HEADER_COUNTS = {  # RFC 5322 3.6: how many of each a message may have
+    "From": (1, 1),
+    "Date": (1, 1),
+    "Message-ID": (1, 1),  # optional in RFC 5322; Gmail refuses a message without one
+    **{name: (0, 1) for name in ("Subject", "To", "Reply-To", "In-Reply-To", "References")},
+}
 
 
 def require_aiosmtpd() -> None:
@@ -138,6 +147,9 @@ class SmtpServer:
         fault = self._faults.pop(0) if self._faults else None
         if fault is not None and fault.kind == "refuse":
             return f"{fault.code} 4.3.0 try again later"
+        problem = _format_problem(bytes(envelope.original_content or envelope.content))
+        if problem is not None:
+            return problem
         received = Received(
             mail_from=envelope.mail_from,
             rcpt_tos=tuple(envelope.rcpt_tos),
@@ -169,6 +181,18 @@ class SmtpServer:
     def release(self) -> None:
         for event in self._hung:
             event.set()
+
+
+def _format_problem(raw: bytes) -> str | None:
+    """What a strict receiving server says of ``raw``'s format, or None when it takes it."""
+    message = email.message_from_bytes(raw, policy=email.policy.default)
+    for name, (low, high) in _HEADER_COUNTS.items():
+        found = message.get_all(name) or []
+        if not low <= len(found) <= high:
+            return f"550 5.7.1 {len(found)} {name} headers: RFC 5322 3.6 wants {low} to {high}"
+    if not _MESSAGE_ID.match(str(message["Message-ID"]).strip()):
+        return "550 5.7.1 the Message-ID is not a valid <id@domain>"
+    return None
 
 
 def _login(session: Any) -> str | None:

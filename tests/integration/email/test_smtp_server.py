@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from email.message import EmailMessage
+from email.utils import formatdate, make_msgid
 
 import aiosmtplib
 import pytest
@@ -15,8 +16,34 @@ from tests.support.smtp import REQUIRE_SMTP_VAR, require_aiosmtpd, smtp_server, 
 def _message(body: str = "hello") -> EmailMessage:
     msg = EmailMessage()
     msg["From"], msg["To"], msg["Subject"] = "a@example.com", "b@example.com", "hi"
+    msg["Date"], msg["Message-ID"] = formatdate(), make_msgid(domain="example.com")
     msg.set_content(body)
     return msg
+
+
+async def test_a_message_must_have_its_rfc_5322_headers_once() -> None:
+    good = _message().as_bytes(policy=_message().policy.clone(linesep="\r\n"))
+    no_id = good.replace(b"Message-ID:", b"X-Message-ID:")
+    two_from = b"From: c@example.com\r\n" + good
+    bad_id = good.replace(b"Message-ID: <", b"Message-ID: no-brackets-")
+    async with smtp_server() as smtp:
+        for raw in (no_id, two_from, bad_id):
+            with pytest.raises(aiosmtplib.SMTPDataError) as refused:
+                await aiosmtplib.send(
+                    raw,
+                    sender="a@example.com",
+                    recipients=["b@example.com"],
+                    hostname="127.0.0.1",
+                    port=smtp.port,
+                    timeout=10,
+                )
+            assert refused.value.code == 550, refused.value.message
+        assert smtp.messages == []
+        await aiosmtplib.send(
+            good, sender="a@example.com", recipients=["b@example.com"],
+            hostname="127.0.0.1", port=smtp.port, timeout=10,
+        )  # fmt: skip
+        assert len(smtp.messages) == 1
 
 
 async def test_a_sender_is_required_and_must_be_an_address() -> None:
