@@ -119,12 +119,13 @@ def delegates_for(
     approvers: Sequence[str],
     absences: Iterable[Absence],
     now: datetime,
-    requested_by: str | None = None,
+    barred: Collection[str | None] = (),
 ) -> dict[str, Absence]:
     """The absences that route a new request with ``approvers`` (people) to a delegate, by the
     absent approver: each active absence of an approver whose delegate is not an approver
-    already and did not start the run (one hop: a delegate's own absence is not followed).
-    A request naming no approvers (anyone may decide) has nobody to stand in for."""
+    already nor ``barred`` (who started the run; for a held call, the person its agent acts
+    for), one hop (a delegate's own absence is not followed). A request naming no approvers
+    (anyone may decide) has nobody to stand in for."""
     asked = set(approvers)
     found: dict[str, Absence] = {}
     for absence in absences:
@@ -132,7 +133,7 @@ def delegates_for(
             absence.person in asked
             and absence.active(now)
             and absence.delegate not in asked
-            and absence.delegate != requested_by
+            and absence.delegate not in barred
         ):
             found.setdefault(absence.person, absence)
     return {p: found[p] for p in approvers if p in found}

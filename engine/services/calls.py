@@ -199,9 +199,8 @@ class HeldCalls:
         names = approver_names(decision.approvers, self.config.approvers)
         deciders = self._deciders(names, call.session)
         # Someone away hands it to their delegate, never to the person the agent acts for.
-        own = self.session_person(call.session)
-        away = await away_among(self.store, deciders, now, new.requested_by)
-        away = {p: a for p, a in away.items() if a.delegate != own}
+        barred = (new.requested_by, self.session_person(call.session))
+        away = await away_among(self.store, deciders, now, barred)
         request = TakeoverRequest(
             id=self.ids.new_id(),
             run_id=new.id,

@@ -4,7 +4,7 @@ them (``away_among``). The rules are ``engine.domain.delegation``'s."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from engine.domain.approvers import Roster
@@ -16,13 +16,16 @@ from engine.ports.store import AbsenceStore
 
 
 async def away_among(
-    store: AbsenceStore, approvers: Sequence[str], now: datetime, requested_by: str | None
+    store: AbsenceStore,
+    approvers: Sequence[str],
+    now: datetime,
+    barred: Collection[str | None] = (),
 ) -> dict[str, Absence]:
-    """The absences that route a request for ``approvers`` (people) to delegates
-    (``delegates_for``); nothing is read when it names no approvers."""
+    """The absences that route a request for ``approvers`` (people) to delegates other than
+    ``barred`` (``delegates_for``); nothing is read when it names no approvers."""
     if not approvers:
         return {}
-    return delegates_for(approvers, await store.absences(now, approvers), now, requested_by)
+    return delegates_for(approvers, await store.absences(now, approvers), now, barred)
 
 
 class Delegations:

@@ -75,7 +75,7 @@ class Parking(RunWriter):
         people = s.expand_people(names)
         chosen = channels if channels is not None else node.channels
         now = s.clock.now()
-        away = await away_among(s.store, people, now, self.run.requested_by)
+        away = await away_among(s.store, people, now, (self.run.requested_by,))
         request = build_request(
             request_id=s.ids.new_id(),
             now=now,

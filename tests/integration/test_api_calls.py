@@ -257,6 +257,23 @@ async def test_deciders_exclude_the_caller_and_its_session(api):
     assert status == 200
 
 
+async def test_a_held_call_asks_a_delegate_but_never_the_person_its_agent_acts_for(api):
+    # alice is away for dave, carol for bob; the agent acts for bob, who is no decider of its
+    # call, so carol's delegation adds nobody and alice's adds dave.
+    for person, delegate in (("alice", "dave"), ("carol", "bob")):
+        away = {"until": "2026-01-08", "delegate": delegate}
+        status, set_ = await api.call("PUT", f"/v1/people/{person}/away", as_="admin", json=away)
+        assert status == 200, set_
+    _, body = await api.call("POST", "/v1/calls", as_="agent", json={**REFUND, "session": "bob"})
+    (request,) = [r for r in await _policy_requests(api) if r.run_id == body["executionId"]]
+    assert request.approvers == ("alice", "carol", "dave")
+    assert [(d["for"], d["delegate"]) for d in request.details["delegates"]] == [("alice", "dave")]
+    status, refused = await _approve(api, body, as_="bob")
+    assert status == 403, refused
+    status, decided = await _approve(api, body, as_="dave")
+    assert status == 200, decided
+
+
 async def test_only_session_could_approve_is_refused(migrated_db_url, clock):
     extra = CALLS + "  - {name: solo, decision: ask, connector: demo-ledger, action: lookup,\n"
     extra += "     approvers: [dave]}\n"

@@ -126,7 +126,7 @@ def test_which_absences_route_a_new_request(
     requested_by: str | None,
     routed: dict[str, str],
 ) -> None:
-    chosen = delegates_for(approvers, absences, NOW, requested_by)
+    chosen = delegates_for(approvers, absences, NOW, (requested_by,))
     assert stand_in_map(chosen) == routed
     assert list(stand_in_map(chosen)) == list(routed)  # order kept
 
@@ -163,7 +163,7 @@ def test_malformed_delegates_count_for_nobody_else() -> None:
 
 
 def _two_of_alice_and_carol() -> TakeoverRequest:
-    chosen = delegates_for(("alice", "carol"), [away("alice", "bob")], NOW, "dave")
+    chosen = delegates_for(("alice", "carol"), [away("alice", "bob")], NOW, ("dave",))
     base = takeover_request(approvers=("alice", "carol"), approvals_required=2, expires_at=LATER)
     return delegated(base, chosen)
 
@@ -215,7 +215,7 @@ groups: {finance: [carol]}
 
 
 def test_a_delegate_decides_while_the_absent_approver_still_would() -> None:
-    chosen = delegates_for(("alice", "carol"), [away("alice", "bob")], NOW, "dave")
+    chosen = delegates_for(("alice", "carol"), [away("alice", "bob")], NOW, ("dave",))
     base = takeover_request(
         approvers=("alice", "carol"), details={"approversAsWritten": ["finance"]}
     )
@@ -230,7 +230,7 @@ def test_a_delegate_decides_while_the_absent_approver_still_would() -> None:
 
 def test_a_delegate_never_approves_their_own_run() -> None:
     # bob started the run: he is not asked for alice, and were he listed he is refused
-    chosen = delegates_for(("alice", "carol"), [away("alice", "bob")], NOW, "bob")
+    chosen = delegates_for(("alice", "carol"), [away("alice", "bob")], NOW, ("bob",))
     assert chosen == {}
     listed = delegated(
         takeover_request(approvers=("alice", "carol"), requested_by="bob"),
