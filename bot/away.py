@@ -35,10 +35,10 @@ def by_name_or_email(engine: Engine, written: str) -> str | None:
     """The person of ``people:`` whose name or email ``written`` is (an ``@`` before it is
     left out), else None."""
     name = written.removeprefix("@")
-    for person in engine.config.people.values():
-        if name in (person.name, person.email):
-            return person.name
-    return None
+    if name in engine.config.people:
+        return name
+    found = engine.config.person_by_email(name)
+    return None if found is None else found.name
 
 
 def _parse(args: list[str]) -> tuple[str, str] | None:

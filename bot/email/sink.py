@@ -147,9 +147,7 @@ class EmailSink:
                 )
             return Recipient(found.email, name, found.tz)
         address = channel.partition(":")[2]
-        owner = next(
-            (p for p in people.values() if p.email and p.email.lower() == address.lower()), None
-        )
+        owner = self.engine.config.person_by_email(address)
         return Recipient(address, owner.name if owner else None, owner.tz if owner else None)
 
     async def compose(self, message: OutboxRecord, recipient: Recipient) -> Outgoing | None:

@@ -76,6 +76,12 @@ class AppConfig(ChannelSections):
         (``engine.config.channels.requester``)."""
         return requester_channels(channels, requested_by, self.people)
 
+    def person_by_email(self, address: str) -> Person | None:
+        """The person whose ``people:`` email is ``address``, whatever its case."""
+        wanted = address.casefold()
+        found = (p for p in self.people.values() if p.email and p.email.casefold() == wanted)
+        return next(found, None)
+
     def is_admin(self, person: str) -> bool:
         """``engine.domain.approvers.is_admin``: the one rule for who is an admin."""
         return is_admin(self, person)
