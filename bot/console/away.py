@@ -55,24 +55,26 @@ async def away_page(request: web.Request) -> web.StreamResponse:
     return await render(request, "away.html.j2", mine=mine, everyone=everyone, people=people)
 
 
+async def _posted(request: web.Request) -> tuple[Mapping[str, object], Principal]:
+    """A form posted to this page, once its CSRF token holds, and who posted it."""
+    form = await request.post()
+    page_context(request).sessions.check_csrf(request, form.get(CSRF_FIELD))
+    return form, await _signed_in(request)
+
+
 @routes.post(PAGE)
 @console_page
 async def set_away(request: web.Request) -> web.StreamResponse:
-    ctx = page_context(request)
-    form = await request.post()
-    ctx.sessions.check_csrf(request, form.get(CSRF_FIELD))
-    who = await _signed_in(request)
+    form, who = await _posted(request)
     until = parse_until(_field(form, "until", MAX_UNTIL_TEXT))
-    await ctx.engine.delegations.set_away(who, _person(who), until, _field(form, "delegate"))
+    delegations = page_context(request).engine.delegations
+    await delegations.set_away(who, _person(who), until, _field(form, "delegate"))
     return redirect(PAGE)
 
 
 @routes.post(PAGE + "/end")
 @console_page
 async def end_away(request: web.Request) -> web.StreamResponse:
-    ctx = page_context(request)
-    form = await request.post()
-    ctx.sessions.check_csrf(request, form.get(CSRF_FIELD))
-    who = await _signed_in(request)
-    await ctx.engine.delegations.end_away(who, _field(form, "person"))
+    form, who = await _posted(request)
+    await page_context(request).engine.delegations.end_away(who, _field(form, "person"))
     return redirect(PAGE)
