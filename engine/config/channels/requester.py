@@ -36,21 +36,19 @@ def requester_channels(
     if person is None:
         return ()
     places: dict[str, str] = {}  # kind -> where
-    kinds: list[str] = []
+    kinds: dict[str, ChannelAddress] = {}  # the channel kinds the card goes to, in order
     for channel in channels:
         kind, sep, _ = channel.partition(":")
         address = _address(kind)
         if not sep or address is None:
             continue  # the approval page: no messages
-        kinds.append(kind)
-        shared = addressed_person(channel) is None
-        if kind not in places and shared and address.mentions:
-            places[kind] = channel
-    for kind in dict.fromkeys(kinds):
+        kinds.setdefault(kind, address)
+        if kind not in places and address.mentions and addressed_person(channel) is None:
+            places[kind] = channel  # a shared place, where they can be mentioned
+    for kind, address in kinds.items():
         own = f"{kind}:{PERSONAL}{person.name}"
-        address = _address(kind)
-        if kind in places or address is None or not address.people:
+        if kind in places or not address.people:
             continue
         if person_problem(own, {person.name: person}, {}) is None:
             places[kind] = own
-    return tuple(places[k] for k in dict.fromkeys(kinds) if k in places)
+    return tuple(places[k] for k in kinds if k in places)
