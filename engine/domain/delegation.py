@@ -189,10 +189,7 @@ def delegations(request: TakeoverRequest) -> list[dict[str, str]]:
 def seat(request: TakeoverRequest, person: str) -> str:
     """Whose vote ``person``'s is toward ``request``'s quorum: the absent approver they were
     asked to decide for, else their own."""
-    for entry in delegations(request):
-        if entry["delegate"] == person:
-            return entry["for"]
-    return person
+    return stand_ins(request).get(person, person)
 
 
 def stand_ins(request: TakeoverRequest) -> dict[str, str]:
