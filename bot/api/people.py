@@ -60,15 +60,10 @@ _NOT_YOURS = {code: _REFUSED[code] for code in (401, 403, 404)}
 
 
 def absence_json(absence: Absence | None) -> dict[str, Any] | None:
+    """``absence`` as the API shows it: the audit log's fields, times as the API writes them."""
     if absence is None:
         return None
-    return {
-        "person": absence.person,
-        "delegate": absence.delegate,
-        "until": iso(absence.until),
-        "setBy": absence.set_by,
-        "setAt": iso(absence.set_at),
-    }
+    return {**absence.as_json(), "until": iso(absence.until), "setAt": iso(absence.set_at)}
 
 
 @routes.put(
