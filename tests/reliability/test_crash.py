@@ -580,7 +580,9 @@ async def test_killed_replicas_lose_and_double_nothing(
             f"by the sweepers {len(overdue)} (one outcome and one expiry notice each, late "
             f"clicks {dict(approver.late)}), granted {n_runs - len(overdue)} (clicks "
             f"{dict(approver.answers)}); cards {len(cards)} (lost 0, posted again, labelled "
-            f"{reposts}); last run "
+            f"{reposts}); emails to bob {len(smtp.messages)} (cards {len(roots)}, lost 0; sent "
+            f"again under the same Message-ID {resent}; expiry replies {sum(expired.values())}); "
+            f"last run "
             f"finished {takeover_s:.1f} s and the outbox settled {settled_s:.1f} s after the "
             f"last kill (lease {LEASE_SECONDS} s)"
         )

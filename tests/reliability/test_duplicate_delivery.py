@@ -151,7 +151,8 @@ async def test_each_slack_click_four_times_one_side_effect(
     print(
         f"\n{len(cluster.servers)} replica(s): {n} requests x {SLACK_COPIES} Slack deliveries, "
         f"acks {dict(Counter(acks))}, approvals {approvals}, side effects {side_effects}, "
-        f"ratio {side_effects / approvals:.3f}, duplicate posts 0"
+        f"ratio {side_effects / approvals:.3f}, duplicate posts 0; emails {len(smtp.messages)} "
+        f"({n} cards, {n} decisions, {n} results; doubled 0)"
     )
 
 
