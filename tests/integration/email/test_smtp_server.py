@@ -21,6 +21,18 @@ def _message(body: str = "hello") -> EmailMessage:
     return msg
 
 
+async def _send_raw(port: int, raw: bytes) -> None:
+    """``raw`` as it is, from a@example.com to b@example.com."""
+    await aiosmtplib.send(
+        raw,
+        sender="a@example.com",
+        recipients=["b@example.com"],
+        hostname="127.0.0.1",
+        port=port,
+        timeout=10,
+    )
+
+
 async def test_a_message_must_have_its_rfc_5322_headers_once() -> None:
     good = _message().as_bytes(policy=_message().policy.clone(linesep="\r\n"))
     no_id = good.replace(b"Message-ID:", b"X-Message-ID:")
@@ -29,20 +41,10 @@ async def test_a_message_must_have_its_rfc_5322_headers_once() -> None:
     async with smtp_server() as smtp:
         for raw in (no_id, two_from, bad_id):
             with pytest.raises(aiosmtplib.SMTPDataError) as refused:
-                await aiosmtplib.send(
-                    raw,
-                    sender="a@example.com",
-                    recipients=["b@example.com"],
-                    hostname="127.0.0.1",
-                    port=smtp.port,
-                    timeout=10,
-                )
+                await _send_raw(smtp.port, raw)
             assert refused.value.code == 550, refused.value.message
         assert smtp.messages == []
-        await aiosmtplib.send(
-            good, sender="a@example.com", recipients=["b@example.com"],
-            hostname="127.0.0.1", port=smtp.port, timeout=10,
-        )  # fmt: skip
+        await _send_raw(smtp.port, good)
         assert len(smtp.messages) == 1
 
 
@@ -61,14 +63,7 @@ async def test_lines_over_1000_characters_and_messages_over_the_size_limit_are_r
     async with smtp_server(size_limit=20_000) as smtp:
         raw = b"From: a@example.com\r\nTo: b@example.com\r\n\r\n" + b"x" * 1200 + b"\r\n"
         with pytest.raises(aiosmtplib.SMTPDataError) as long_line:
-            await aiosmtplib.send(
-                raw,
-                sender="a@example.com",
-                recipients=["b@example.com"],
-                hostname="127.0.0.1",
-                port=smtp.port,
-                timeout=10,
-            )
+            await _send_raw(smtp.port, raw)
         assert long_line.value.code == 500
         big = _message(("y" * 70 + "\n") * 400)
         with pytest.raises(aiosmtplib.SMTPResponseException) as too_big:
